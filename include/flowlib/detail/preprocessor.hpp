@@ -1,0 +1,95 @@
+// flowlib/detail/preprocessor.hpp
+//
+// A small FOR_EACH for FLOWLIB_SCHEMA: applies a macro to every argument and
+// joins the results with commas. Supports up to 64 columns per schema.
+#pragma once
+
+#define FLOWLIB_DETAIL_EXPAND(...) __VA_ARGS__
+#define FLOWLIB_DETAIL_NARG(...) \
+  FLOWLIB_DETAIL_NARG_(__VA_ARGS__, FLOWLIB_DETAIL_RSEQ())
+#define FLOWLIB_DETAIL_NARG_(...) FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_ARG_N(__VA_ARGS__))
+#define FLOWLIB_DETAIL_ARG_N(                                                  \
+    _1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16,     \
+    _17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, \
+    _32, _33, _34, _35, _36, _37, _38, _39, _40, _41, _42, _43, _44, _45, _46, \
+    _47, _48, _49, _50, _51, _52, _53, _54, _55, _56, _57, _58, _59, _60, _61, \
+    _62, _63, _64, N, ...)                                                     \
+  N
+#define FLOWLIB_DETAIL_RSEQ()                                                  \
+  64, 63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46,  \
+      45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28,  \
+      27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10,  \
+      9, 8, 7, 6, 5, 4, 3, 2, 1, 0
+
+#define FLOWLIB_DETAIL_CAT(a, b) FLOWLIB_DETAIL_CAT_(a, b)
+#define FLOWLIB_DETAIL_CAT_(a, b) a##b
+
+// FLOWLIB_DETAIL_FOR_EACH(M, ctx, a, b, c) -> M(ctx, a), M(ctx, b), M(ctx, c)
+#define FLOWLIB_DETAIL_FOR_EACH(M, ctx, ...)                                \
+  FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_CAT(FLOWLIB_DETAIL_FE_,               \
+                                           FLOWLIB_DETAIL_NARG(__VA_ARGS__)) \
+                        (M, ctx, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_1(M, c, x) M(c, x)
+#define FLOWLIB_DETAIL_FE_2(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_1(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_3(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_2(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_4(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_3(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_5(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_4(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_6(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_5(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_7(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_6(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_8(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_7(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_9(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_8(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_10(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_9(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_11(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_10(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_12(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_11(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_13(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_12(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_14(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_13(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_15(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_14(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_16(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_15(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_17(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_16(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_18(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_17(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_19(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_18(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_20(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_19(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_21(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_20(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_22(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_21(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_23(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_22(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_24(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_23(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_25(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_24(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_26(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_25(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_27(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_26(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_28(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_27(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_29(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_28(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_30(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_29(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_31(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_30(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_32(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_31(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_33(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_32(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_34(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_33(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_35(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_34(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_36(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_35(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_37(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_36(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_38(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_37(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_39(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_38(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_40(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_39(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_41(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_40(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_42(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_41(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_43(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_42(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_44(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_43(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_45(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_44(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_46(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_45(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_47(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_46(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_48(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_47(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_49(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_48(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_50(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_49(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_51(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_50(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_52(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_51(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_53(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_52(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_54(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_53(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_55(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_54(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_56(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_55(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_57(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_56(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_58(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_57(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_59(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_58(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_60(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_59(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_61(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_60(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_62(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_61(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_63(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_62(M, c, __VA_ARGS__))
+#define FLOWLIB_DETAIL_FE_64(M, c, x, ...) M(c, x), FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_FE_63(M, c, __VA_ARGS__))

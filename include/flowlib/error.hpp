@@ -1,0 +1,77 @@
+// flowlib/error.hpp
+//
+// flowlib::error is the one exception type flowlib throws for bad input and
+// misuse found at run time. Its message names the flow, the column and the
+// row's key where they apply, and says what was (not) changed. Exceptions
+// thrown by user code (predicates, copy constructors) are not wrapped: they
+// propagate unchanged, with the same all-or-nothing guarantee.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace flowlib {
+
+/// @brief Machine-readable reason carried by flowlib::error.
+enum class errc {
+  null_sequence,          ///< a row's sequence column is null (R-USING-7, R-CDC-5)
+  expectation_failed,     ///< an expectation with action `fail` was violated (R-EXPECT-1)
+  tied_sequence,          ///< strict_sequence: two changes share key and sequence (R-CDC-5)
+  version_not_increasing, ///< a snapshot's version is not above the last one (R-CDC-8)
+  invalid_target,         ///< a flow/target combination the contract forbids (R-USING-9, R-TABLE-1)
+  invalid_argument,       ///< any other invalid configuration or input
+};
+
+/// @brief Textual code of an errc, as it appears in messages and event logs.
+constexpr std::string_view to_string(errc e) noexcept {
+  switch (e) {
+    case errc::null_sequence: return "NULL_SEQUENCE";
+    case errc::expectation_failed: return "EXPECTATION_VIOLATION";
+    case errc::tied_sequence: return "DUPLICATE_KEY_AND_SEQUENCE";
+    case errc::version_not_increasing: return "SNAPSHOT_VERSION_NOT_INCREASING";
+    case errc::invalid_target: return "INVALID_FLOW_TARGET";
+    case errc::invalid_argument: return "INVALID_ARGUMENT";
+  }
+  return "UNKNOWN";
+}
+
+/// @brief The exception flowlib throws. what() is a complete sentence; the
+/// parts are also available separately for programs that react to them.
+class error : public std::runtime_error {
+ public:
+  error(errc code, std::string flow, std::string column, std::string key,
+        std::string detail)
+      : std::runtime_error(compose(code, flow, column, key, detail)),
+        code_(code),
+        flow_(std::move(flow)),
+        column_(std::move(column)),
+        key_(std::move(key)) {}
+
+  errc code() const noexcept { return code_; }
+  /// Name of the flow (or operator, or table) that rejected the input.
+  const std::string& flow() const noexcept { return flow_; }
+  /// Column or expectation concerned; empty when none applies.
+  const std::string& column() const noexcept { return column_; }
+  /// The offending row's key, rendered as `col=value, ...`; empty when none.
+  const std::string& key() const noexcept { return key_; }
+
+ private:
+  static std::string compose(errc code, const std::string& flow,
+                             const std::string& column, const std::string& key,
+                             const std::string& detail) {
+    std::string m = "flowlib: flow '" + flow + "': " + std::string(to_string(code));
+    if (!column.empty()) m += ": column '" + column + "'";
+    if (!key.empty()) m += " (row key " + key + ")";
+    if (!detail.empty()) m += ": " + detail;
+    return m;
+  }
+
+  errc code_;
+  std::string flow_;
+  std::string column_;
+  std::string key_;
+};
+
+}  // namespace flowlib

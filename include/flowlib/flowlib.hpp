@@ -1,0 +1,15 @@
+// flowlib/flowlib.hpp
+//
+// Umbrella header: everything public in flowlib. Include the component
+// headers instead to keep compile times down.
+#pragma once
+
+#include <flowlib/columns.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/expect.hpp>
+#include <flowlib/flows/replace_using.hpp>
+#include <flowlib/fwd.hpp>
+#include <flowlib/schema.hpp>
+#include <flowlib/stats.hpp>
+#include <flowlib/storage/memory.hpp>
+#include <flowlib/table.hpp>

@@ -1,0 +1,59 @@
+// flowlib/stats.hpp
+//
+// BatchStats: what one apply() did. Every flow fills the counters that apply
+// to it and leaves the others at zero. The event log's flow_progress event is
+// built from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flowlib {
+
+/// @brief The action an expectation takes on a row that violates it (R-EXPECT-1).
+enum class on_violation {
+  warn,  ///< keep the row, count the violation
+  drop,  ///< remove the row before the flow sees it, count it
+  fail,  ///< stop: nothing of the batch is committed
+};
+
+/// @brief Per-batch metrics of one expectation (R-EXPECT-2).
+struct ExpectationMetrics {
+  std::string name;
+  on_violation action = on_violation::warn;
+  std::uint64_t passed = 0;  ///< rows that satisfied the predicate
+  std::uint64_t failed = 0;  ///< rows that violated it (warned, dropped, or the failing row)
+  friend bool operator==(const ExpectationMetrics&, const ExpectationMetrics&) = default;
+};
+
+/// @brief What one apply() of a flow did to its target.
+///
+/// For REPLACE USING, every input row is accounted for exactly once:
+/// input_rows == dropped_rows + superseded_rows + ignored_late_rows + applied_rows.
+struct BatchStats {
+  std::uint64_t input_rows = 0;         ///< rows read from the batch
+  std::uint64_t dropped_rows = 0;       ///< removed by `drop` expectations
+  std::uint64_t applied_rows = 0;       ///< rows written to the target
+  std::uint64_t inserted_rows = 0;      ///< of applied_rows: rows of keys new to the target
+  std::uint64_t appended_rows = 0;      ///< of applied_rows: added beside rows of equal sequence
+  std::uint64_t replaced_rows = 0;      ///< target rows removed because a higher sequence replaced them
+  std::uint64_t superseded_rows = 0;    ///< batch rows below their key's batch maximum (R-USING-1)
+  std::uint64_t ignored_late_rows = 0;  ///< rows older than the target's sequence (ignored)
+  // Change-feed flows (R-CDC-7).
+  std::uint64_t upserted_rows = 0;      ///< num_upserted_rows
+  std::uint64_t deleted_rows = 0;       ///< num_deleted_rows
+  std::uint64_t tied_rows = 0;          ///< changes that tied another on key and sequence
+  std::uint64_t truncated_rows = 0;     ///< target rows removed by truncates
+  std::vector<ExpectationMetrics> expectations;  ///< one entry per expectation, in declaration order
+
+  /// The metrics of the expectation called `name`, or nullptr.
+  const ExpectationMetrics* expectation(const std::string& name) const {
+    for (const auto& e : expectations)
+      if (e.name == name) return &e;
+    return nullptr;
+  }
+  friend bool operator==(const BatchStats&, const BatchStats&) = default;
+};
+
+}  // namespace flowlib

@@ -1,0 +1,29 @@
+# Builds and runs tests/consumer against flowlib, either installed into a
+# temporary prefix (MODE=find_package) or as a subdirectory
+# (MODE=add_subdirectory). Prints "consumer ok" on success.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run)
+  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "command failed (${rc}): ${ARGV}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(args -S ${FLOWLIB_SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
+         -DCMAKE_CXX_COMPILER=${CXX} -DMODE=${MODE} -DCMAKE_BUILD_TYPE=Release)
+if(MODE STREQUAL "find_package")
+  run(${CMAKE_COMMAND} --install ${FLOWLIB_BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  if(NOT EXISTS ${WORK_DIR}/prefix/include/flowlib/flowlib.hpp)
+    message(FATAL_ERROR "install did not place the headers")
+  endif()
+  list(APPEND args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+else()
+  list(APPEND args -DFLOWLIB_SOURCE_DIR=${FLOWLIB_SOURCE_DIR})
+endif()
+run(${CMAKE_COMMAND} ${args})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${WORK_DIR}/build/consumer)
+message("${last_output}")
