@@ -102,7 +102,8 @@ struct column_type_check {
   static_assert(!IsKey || absl_hashable<U>,
                 "flowlib: a key column's type is not hashable. Provide "
                 "`template <class H> friend H AbslHashValue(H h, const T& v)` for it "
-                "(R-USING-6).");
+                "(R-USING-6). For a type you cannot change (std::chrono dates and time "
+                "points), key on its count, or on a wrapper struct that has AbslHashValue.");
   static constexpr bool ok = true;
 };
 

@@ -8,6 +8,14 @@
 //   struct Event { std::int64_t region_id; std::string device_type; std::int64_t seq; };
 //   FLOWLIB_SCHEMA(Event, region_id, device_type, seq);
 //
+// A column may be given a name other than its member's, as a parenthesised
+// pair: names that are not valid C++ identifiers (or are reserved, such as the
+// "__START_AT"/"__END_AT" columns of an SCD type 2 target) are spelled so:
+//
+//   struct UserHistory { std::int64_t userId; std::string city;
+//                        std::int64_t start_at; std::optional<std::int64_t> end_at; };
+//   FLOWLIB_SCHEMA(UserHistory, userId, city, (start_at, "__START_AT"), (end_at, "__END_AT"));
+//
 // Contract: write the macro at namespace scope, in the namespace that
 // declares Row (it defines a function found by argument-dependent lookup,
 // like AbslHashValue). Row must be a class name without template commas
@@ -106,7 +114,10 @@ constexpr std::string_view member_name() noexcept {
   if constexpr (has_schema<Row>) {
     std::string_view found;
     schema_of<Row>::for_each([&](auto col) {
-      if constexpr (std::is_same_v<decltype(decltype(col)::member), decltype(M)>) {
+      // decltype of the constexpr static member is const-qualified: compare
+      // the member pointer types without it.
+      if constexpr (std::is_same_v<std::remove_cv_t<decltype(decltype(col)::member)>,
+                                   decltype(M)>) {
         if (decltype(col)::member == M) found = decltype(col)::name;
       }
     });
@@ -142,7 +153,19 @@ using column_named_t = typename column_named<Row, Name>::type;
 
 }  // namespace flowlib
 
-#define FLOWLIB_DETAIL_SCHEMA_COLUMN(Row, c) ::flowlib::column<&Row::c, #c>
+// A column is either a member name (`city`, named "city") or a parenthesised
+// pair `(member, "name")` giving it another name (see FLOWLIB_SCHEMA).
+#define FLOWLIB_DETAIL_IS_PAREN(x) FLOWLIB_DETAIL_IS_PAREN_CHECK(FLOWLIB_DETAIL_IS_PAREN_PROBE x)
+#define FLOWLIB_DETAIL_IS_PAREN_PROBE(...) ~, 1,
+#define FLOWLIB_DETAIL_IS_PAREN_CHECK(...) FLOWLIB_DETAIL_IS_PAREN_CHECK_N(__VA_ARGS__, 0, )
+#define FLOWLIB_DETAIL_IS_PAREN_CHECK_N(x, n, ...) n
+#define FLOWLIB_DETAIL_UNPAREN(...) __VA_ARGS__
+#define FLOWLIB_DETAIL_SCHEMA_COLUMN(Row, c) \
+  FLOWLIB_DETAIL_CAT(FLOWLIB_DETAIL_SCHEMA_COLUMN_, FLOWLIB_DETAIL_IS_PAREN(c))(Row, c)
+#define FLOWLIB_DETAIL_SCHEMA_COLUMN_0(Row, c) ::flowlib::column<&Row::c, #c>
+#define FLOWLIB_DETAIL_SCHEMA_COLUMN_1(Row, c) \
+  FLOWLIB_DETAIL_EXPAND(FLOWLIB_DETAIL_SCHEMA_COLUMN_AS FLOWLIB_DETAIL_EXPAND((Row, FLOWLIB_DETAIL_UNPAREN c)))
+#define FLOWLIB_DETAIL_SCHEMA_COLUMN_AS(Row, member, name) ::flowlib::column<&Row::member, name>
 
 /// FLOWLIB_SCHEMA(Row, columns...): see the header comment. The trailing
 /// static_assert lets the user's semicolon end the declaration cleanly.

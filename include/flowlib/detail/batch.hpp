@@ -16,11 +16,33 @@
 
 namespace flowlib {
 
+namespace detail {
+
+template <class R>
+struct batch_reference {};
+template <class R>
+  requires std::ranges::input_range<R>
+struct batch_reference<R> {
+  using type = std::ranges::range_reference_t<R>;
+};
+// range-v3's traits only when the standard ones do not apply: range-v3 0.12
+// rejects move-only iterators (std::ranges::istream_view, generators).
+template <class R>
+  requires(!std::ranges::input_range<R> && ranges::input_range<R>)
+struct batch_reference<R> {
+  using type = ranges::range_reference_t<R>;
+};
+/// The reference type of an input range, std or range-v3.
+template <class R>
+using batch_reference_t = typename batch_reference<R>::type;
+
+}  // namespace detail
+
 /// @brief R is an input range (std or range-v3) of Row.
 template <class R, class Row>
 concept batch_of =
     (std::ranges::input_range<R> || ranges::input_range<R>) &&
-    std::same_as<std::remove_cvref_t<ranges::range_reference_t<R>>, Row>;
+    std::same_as<std::remove_cvref_t<detail::batch_reference_t<R>>, Row>;
 
 namespace detail {
 
@@ -29,7 +51,7 @@ namespace detail {
 /// container are copied even if the container itself is an rvalue, so a
 /// failing batch never costs the caller its data.
 template <class R>
-inline constexpr bool movable_elements = !std::is_lvalue_reference_v<ranges::range_reference_t<R>>;
+inline constexpr bool movable_elements = !std::is_lvalue_reference_v<batch_reference_t<R>>;
 
 /// The batch's size when it is cheap to know, else 0 (a reservation hint).
 template <class R>

@@ -43,7 +43,9 @@ void format_value(std::ostream& os, const T& v) {
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
     os << '"' << std::string_view(v) << '"';
   } else if constexpr (std::is_enum_v<T>) {
-    os << static_cast<std::underlying_type_t<T>>(v);
+    // Through format_value, so that a char-sized underlying type prints as
+    // a number, not as a character.
+    format_value(os, static_cast<std::underlying_type_t<T>>(v));
   } else if constexpr (requires { v.time_since_epoch().count(); }) {
     os << v.time_since_epoch().count();
   } else if constexpr (requires { v.count(); typename T::period; }) {

@@ -25,9 +25,13 @@
 // Performance: one hash per input row (reused for the target probe), no
 // allocation per row in steady state (scratch rows are assigned into slots
 // kept from earlier batches), one target probe per distinct key, with the
-// probes and row writes software-prefetched a few groups ahead. State is a
-// flat hash map from key to {sequence, first row id, row count}; rows of a
-// key with several rows are chained through a per-row array.
+// probes and row writes software-prefetched a few groups ahead. A batch
+// whose rows stay put (a container, any forward range of lvalues) is grouped
+// by pointer, so only the rows that survive are copied, once; other batches
+// are copied (or moved) into the scratch first. State is a flat hash map
+// from key to {sequence, first row id, row count}; rows of a key with
+// several rows are chained through a per-row array.
+// benchmarks/replace_using.cpp measures it (docs/benchmarks/replace_using.md).
 //
 // The flow object holds the target's index: apply it to one table for its
 // whole life (R-USING-9 is enforced: the table accepts no other flow).
@@ -48,6 +52,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -67,83 +72,183 @@ struct row_probe {
   std::size_t hash;
 };
 
+/// Whether the elements of R stay where they are for a whole apply() call,
+/// so that a flow may point at them instead of copying them: R is a forward
+/// range (multi-pass, so no element lives inside an iterator) of lvalues.
+template <class R>
+inline constexpr bool stable_elements = [] {
+  if constexpr (std::ranges::input_range<R>) {  // range-v3 only when std does not apply
+    return std::ranges::forward_range<R> && std::is_lvalue_reference_v<batch_reference_t<R>>;
+  } else {
+    return ranges::forward_range<R> && std::is_lvalue_reference_v<batch_reference_t<R>>;
+  }
+}();
+
 /// Per-batch scratch of a keyed flow: the batch's candidate rows grouped by
 /// key. Heap-allocated once per flow so that the hash functors may point
 /// into it and the flow stays movable.
+///
+/// If staging throws, the scratch may be left half-built (an index slot
+/// without its group); nothing reads it before reset() at the next batch.
+///
+/// Candidates are pointers to rows that stay put while the batch is staged:
+/// the caller's rows when the batch is a container or another stable range
+/// (nothing is copied for a row that a later row of its key supersedes), or
+/// rows owned here (`rows`) for a single-pass or moved-from batch. Before the
+/// commit, every candidate is an owned row (keep_candidates), so that the
+/// commit only moves.
 template <class K, class SeqValue>
 struct keyed_batch_scratch {
   using Row = typename K::row_type;
+  using key_type = typename K::value_type;
+  using traits = key_traits<K>;
   using probe = row_probe<Row>;
 
   struct group {
     SeqValue seq;         // the batch's maximum sequence for this key so far
     std::size_t hash;     // the key's hash
-    std::uint32_t head;   // first candidate row (index into rows)
-    std::uint32_t tail;   // last candidate row
-    std::uint32_t count;  // candidate rows in the chain
+    std::uint32_t head;   // first candidate (index into cand and next)
+    std::uint32_t tail;   // last candidate
+    std::uint32_t count;  // candidates in the chain
   };
 
+  // The index maps a key to its group. Small trivially copyable keys
+  // (integers, small structs of them) are kept in the slot, so that a lookup
+  // reads one slot and no row; other keys (strings, ...) would cost an
+  // allocation per new key if copied, so their slot points at a row of the
+  // group, which stays put while the batch is staged.
+  static constexpr bool inline_key =
+      std::is_trivially_copyable_v<key_type> && sizeof(key_type) <= 16;
+  struct slot {
+    std::conditional_t<inline_key, key_type, const Row*> key;
+    std::uint32_t group;
+  };
   struct hasher {
     using is_transparent = void;
-    const keyed_batch_scratch* s;
-    std::size_t operator()(std::uint32_t g) const noexcept { return s->groups[g].hash; }
+    const K* k;
+    std::size_t operator()(const slot& s) const {
+      if constexpr (inline_key) {
+        return traits::hash(*k, s.key);
+      } else {
+        return traits::hash(*k, *s.key);
+      }
+    }
     std::size_t operator()(const probe& p) const noexcept { return p.hash; }
   };
   struct equal {
     using is_transparent = void;
-    const keyed_batch_scratch* s;
-    bool operator()(std::uint32_t a, std::uint32_t b) const noexcept { return a == b; }
-    bool operator()(std::uint32_t g, const probe& p) const {
-      return key_traits<K>::equal(s->key, *p.row, s->rows[s->groups[g].head]);
+    const K* k;
+    bool operator()(const slot& a, const slot& b) const noexcept { return a.group == b.group; }
+    bool operator()(const slot& a, const probe& p) const {
+      if constexpr (inline_key) {
+        return traits::equal(*k, *p.row, a.key);
+      } else {
+        return traits::equal(*k, *p.row, *a.key);
+      }
     }
-    bool operator()(const probe& p, std::uint32_t g) const { return (*this)(g, p); }
+    bool operator()(const probe& p, const slot& a) const { return (*this)(a, p); }
   };
 
   explicit keyed_batch_scratch(const K& k)
-      : key(k), index(0, hasher{this}, equal{this}) {}
+      : key(k), index(0, hasher{&key}, equal{&key}) {}
   keyed_batch_scratch(const keyed_batch_scratch&) = delete;
   keyed_batch_scratch& operator=(const keyed_batch_scratch&) = delete;
 
-  /// Forgets the previous batch, keeping the row slots (and their buffers).
+  /// Forgets the previous batch, keeping the owned rows (and their buffers).
   void reset(std::size_t expected_rows) {
+    const std::size_t last_groups = groups.size();
+    owned = 0;
     used = 0;
     candidates = 0;
     groups.clear();
     index.clear();  // frees large arrays: reserve again for this batch
+    // The index is sized for the keys expected, not the rows: batches of a
+    // stream tend to carry as many distinct keys as the previous one, and a
+    // table sized for the rows of a batch with few keys spreads them over
+    // many cache lines. Growing past the guess costs an amortised rehash.
+    std::size_t expected_groups = expected_rows;
+    if (last_groups != 0) {
+      const std::size_t guess = last_groups + last_groups / 4 + 16;
+      if (expected_groups == 0 || guess < expected_groups) expected_groups = guess;
+    }
+    if (expected_groups != 0) index.reserve(expected_groups);
     if (expected_rows != 0) {
-      index.reserve(expected_rows);
       groups.reserve(expected_rows);
+      if (cand.size() < expected_rows) {
+        cand.resize(expected_rows);
+        next.resize(expected_rows);
+      }
     }
   }
 
-  /// Stores `r` (copied, or moved when `Move`) in a free slot; returns it.
-  template <bool Move, class R>
-  std::uint32_t push(R&& r) {
-    if (used < rows.size()) {
+  /// Stores a row of a batch whose elements do not stay put (copied, or
+  /// moved when `Move`) in the next owned slot.
+  template <bool Move, class In>
+  void own(In&& in) {
+    if (owned < rows.size()) {
       if constexpr (Move) {
-        rows[used] = std::move(r);
+        rows[owned] = std::move(in);
       } else {
-        rows[used] = r;
+        rows[owned] = in;
       }
-      next[used] = npos32;
     } else {
       if constexpr (Move) {
-        rows.push_back(std::move(r));
+        rows.push_back(std::move(in));
       } else {
-        rows.push_back(r);
+        rows.push_back(in);
       }
+    }
+    ++owned;
+  }
+
+  std::uint32_t add_candidate(const Row* r) {
+    if (used < cand.size()) {
+      cand[used] = r;
+      next[used] = npos32;
+    } else {
+      cand.push_back(r);
       next.push_back(npos32);
     }
     return static_cast<std::uint32_t>(used++);
   }
 
+  /// Ends the grouping: counts the candidates that survived.
+  void count_candidates() noexcept {
+    candidates = 0;
+    for (const group& g : groups) candidates += g.count;
+  }
+
+  /// Copies the candidates that point into the caller's batch into owned
+  /// slots, in group order (the order the commit reads them in).
+  void keep_candidates() {
+    rows.reserve(candidates);  // no reallocation below: the pointers stay valid
+    std::size_t j = 0;
+    for (const group& g : groups) {
+      for (std::uint32_t c = g.head; c != npos32; c = next[c], ++j) {
+        if (j < rows.size()) {
+          rows[j] = *cand[c];
+        } else {
+          rows.push_back(*cand[c]);
+        }
+        cand[c] = &rows[j];
+      }
+    }
+  }
+
+  /// Candidate `c` for the commit to move from: after staging, every
+  /// candidate points at an owned (non-const) row.
+  Row& row(std::uint32_t c) noexcept { return const_cast<Row&>(*cand[c]); }
+  const Row& row(std::uint32_t c) const noexcept { return *cand[c]; }
+
   K key;
-  std::vector<Row> rows;             // candidate rows; [0, used) belong to this batch
-  std::vector<std::uint32_t> next;   // chain of candidate rows within a group
+  std::vector<Row> rows;            // owned rows; [0, owned) or [0, candidates) in use
+  std::size_t owned = 0;
+  std::vector<const Row*> cand;     // candidates; [0, used) belong to this batch
+  std::vector<std::uint32_t> next;  // chain of candidates within a group
   std::size_t used = 0;
-  std::size_t candidates = 0;        // rows currently chained in some group
-  std::vector<group> groups;         // in order of first appearance
-  absl::flat_hash_set<std::uint32_t, hasher, equal> index;
+  std::size_t candidates = 0;       // candidates chained in some group (count_candidates)
+  std::vector<group> groups;        // in order of first appearance
+  absl::flat_hash_set<slot, hasher, equal> index;
 };
 
 }  // namespace detail
@@ -181,6 +286,10 @@ class ReplaceUsing {
   template <class Table, class R, class... P>
     requires batch_of<R, row_type>
   BatchStats apply(Table& target, R&& batch, const Expectations<P...>& checks) {
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only "
+                  "append flows (INSERT BY NAME); write REPLACE USING into a "
+                  "flowlib::StreamingTable instead (R-TABLE-1).");
     static_assert(std::is_same_v<typename Table::row_type, row_type>,
                   "flowlib::ReplaceUsing::apply: the target table's row type must be the "
                   "flow's row type (the row type of its Key and Seq columns).");
@@ -189,7 +298,10 @@ class ReplaceUsing {
     stage(batch, checks, stats);
     auto& store = target.store();
     reserve_commit(store);
-    target.claim(this, kind, name_, /*exclusive=*/true);
+    // The claim's identity is the flow's heap scratch, not `this`: it moves
+    // with the flow (and its index), so a moved flow keeps its target, and a
+    // moved-from one (which lost the index) cannot write it.
+    target.claim(scratch_.get(), kind, name_, /*exclusive=*/true);
     target_ = &target;
     commit(store, stats);
     return stats;
@@ -231,8 +343,18 @@ class ReplaceUsing {
   };
   using index_type = absl::flat_hash_map<key_type, entry, index_hash, index_eq>;
 
-  // How many groups ahead the probe and commit loops prefetch.
-  static constexpr std::size_t prefetch_distance = 8;
+  // How many groups ahead the probe and commit loops prefetch. The probe
+  // loop does little per group, so it looks further ahead to cover a miss.
+  static constexpr std::size_t probe_prefetch_distance = 16;
+  static constexpr std::size_t commit_prefetch_distance = 8;
+
+  // A group's target entry, found by reserve_commit for commit; `head`
+  // repeats entry->head so that commit can prefetch the row without
+  // first loading the entry.
+  struct hit {
+    entry* e;     // nullptr: a key new to the target
+    row_id head;
+  };
 
   template <class Table>
   void check_target(const Table& target) const {
@@ -252,87 +374,129 @@ class ReplaceUsing {
     sc.reset(detail::size_hint(batch));
     typename Expectations<P...>::counts_type counts;
     const auto describe = [this](const row_type& r) { return key_.describe(r); };
-
-    for (auto&& in : batch) {
-      const row_type& r = in;
-      ++stats.input_rows;
+    // Expectations (R-USING-8) then the null-sequence check (R-USING-7), row
+    // by row, so that the first offending row decides the error.
+    std::uint64_t input_rows = 0;
+    const auto admit = [&](const row_type& r) -> std::optional<sequence_type> {
+      ++input_rows;
       if constexpr (sizeof...(P) > 0) {
         if (!checks.check(r, counts, name_, describe)) {
           ++stats.dropped_rows;
-          continue;
+          return std::nullopt;
         }
       }
       std::optional<sequence_type> s = seq_(r);
       if (!s) {
-        throw error(errc::null_sequence, name_, seq_.name(), key_.describe(r),
+        throw error(errc::null_sequence, name_, std::string(seq_.name()), key_.describe(r),
                     "the row's sequence is null; nothing of the batch was applied and the "
                     "source position does not advance (R-USING-7)");
       }
+      return s;
+    };
+
+    if constexpr (detail::stable_elements<R>) {
+      // The caller's rows stay put: group pointers to them, then copy only
+      // the rows that survive.
+      for (const row_type& r : batch) {
+        if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s));
+      }
+      sc.count_candidates();
+      sc.keep_candidates();
+    } else {
+      // Single-pass or moved-from rows: own them first (moving when the
+      // range yields rvalues), then group pointers to the owned rows.
       constexpr bool move = detail::movable_elements<R>;
-      const probe p{&r, traits::hash(key_, r)};
-      auto it = sc.index.find(p);
-      if (it == sc.index.end()) {
-        const std::uint32_t i = sc.template push<move>(std::forward<decltype(in)>(in));
-        const auto g = static_cast<std::uint32_t>(sc.groups.size());
-        sc.groups.push_back({std::move(*s), p.hash, i, i, 1});
-        sc.index.insert(g);
-        ++sc.candidates;
-        continue;
+      for (auto&& in : batch) {
+        if (admit(in)) sc.template own<move>(std::forward<decltype(in)>(in));
       }
-      auto& g = sc.groups[*it];
-      if (g.seq < *s) {  // a higher sequence: the group restarts with this row
-        stats.superseded_rows += g.count;
-        sc.candidates -= g.count - 1;
-        if constexpr (move) {
-          sc.rows[g.head] = std::move(in);
-        } else {
-          sc.rows[g.head] = r;
-        }
-        sc.next[g.head] = detail::npos32;
-        g.tail = g.head;
-        g.count = 1;
-        g.seq = std::move(*s);
-      } else if (*s < g.seq) {  // below the batch maximum: discarded (R-USING-1)
-        ++stats.superseded_rows;
-      } else {  // same sequence: kept beside the others (R-USING-2)
-        const std::uint32_t i = sc.template push<move>(std::forward<decltype(in)>(in));
-        sc.next[g.tail] = i;
-        g.tail = i;
-        ++g.count;
-        ++sc.candidates;
+      for (std::size_t i = 0; i < sc.owned; ++i) {
+        const row_type& r = sc.rows[i];
+        group_row(sc, r, std::move(*seq_(r)));
       }
+      sc.count_candidates();
     }
+    // Every admitted row is a candidate now or was superseded (R-USING-1).
+    stats.input_rows = input_rows;
+    stats.superseded_rows = input_rows - stats.dropped_rows - sc.candidates;
     if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
   }
 
-  // Phase 2a: make the commit infallible. Reserves the index and the store
-  // for the worst case, then finds every group's entry (pointers stay valid:
-  // the reservation rules out a rehash) and copies the keys of new groups.
+  // Adds `r` (which stays put until the commit) with sequence `s` to its
+  // key's group (R-USING-1).
+  void group_row(scratch_type& sc, const row_type& r, sequence_type&& s) {
+    const probe p{&r, traits::hash(key_, r)};
+    bool fresh = false;
+    const auto next_group = static_cast<std::uint32_t>(sc.groups.size());
+    const typename scratch_type::slot created = [&] {
+      if constexpr (scratch_type::inline_key) {
+        return typename scratch_type::slot{key_(r), next_group};
+      } else {
+        return typename scratch_type::slot{&r, next_group};
+      }
+    }();
+    auto it = sc.index.lazy_emplace(p, [&](const auto& ctor) {
+      fresh = true;
+      ctor(created);
+    });
+    if (fresh) {
+      const std::uint32_t c = sc.add_candidate(&r);
+      sc.groups.push_back({std::move(s), p.hash, c, c, 1});
+      return;
+    }
+    auto& g = sc.groups[it->group];
+    if (g.seq < s) {  // a higher sequence: the group restarts with this row
+      sc.cand[g.head] = &r;
+      sc.next[g.head] = detail::npos32;
+      g.tail = g.head;
+      g.count = 1;
+      g.seq = std::move(s);
+    } else if (!(s < g.seq)) {  // same sequence: kept beside the others (R-USING-2)
+      const std::uint32_t c = sc.add_candidate(&r);
+      sc.next[g.tail] = c;
+      g.tail = c;
+      ++g.count;
+    }  // else below the batch maximum: superseded (R-USING-1)
+  }
+
+  // Phase 2a: make the commit infallible. Reserves the index for the worst
+  // case, finds every group's entry (pointers stay valid: the reservation
+  // rules out a rehash), copies the keys of new groups, and reserves the
+  // store for exactly the inserts the commit will make.
   template <class Store>
   void reserve_commit(Store& store) {
     scratch_type& sc = *scratch_;
     const std::size_t n = sc.groups.size();
     index_.reserve(index_.size() + n);
-    store.reserve(sc.candidates);
-    if (next_.size() < store.id_bound() + sc.candidates) {
-      next_.resize(store.id_bound() + sc.candidates, detail::npos32);
-    }
     hits_.resize(n);
     new_keys_.clear();
+    std::size_t inserts = 0;  // exactly the store inserts commit() will make
     for (std::size_t g = 0; g < n; ++g) {
-      if (g + prefetch_distance < n) {
-        const auto& ahead = sc.groups[g + prefetch_distance];
-        index_.prefetch(probe{&sc.rows[ahead.head], ahead.hash});
+      if (g + probe_prefetch_distance < n) {
+        const auto& ahead = sc.groups[g + probe_prefetch_distance];
+        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
       }
       const auto& grp = sc.groups[g];
-      const probe p{&sc.rows[grp.head], grp.hash};
+      const probe p{&sc.row(grp.head), grp.hash};
       auto it = index_.find(p);
       if (it == index_.end()) {
-        hits_[g] = nullptr;
-        new_keys_.push_back(key_(sc.rows[grp.head]));
+        hits_[g] = {nullptr, detail::npos32};
+        new_keys_.push_back(key_(sc.row(grp.head)));
+        inserts += grp.count;
       } else {
-        hits_[g] = &it->second;
+        const entry& e = it->second;
+        hits_[g] = {&it->second, e.head};
+        if (e.seq < grp.seq) {
+          inserts += grp.count > e.count ? grp.count - e.count : 0;  // slots are reused
+        } else if (!(grp.seq < e.seq)) {
+          inserts += grp.count;
+        }
       }
+    }
+    // Reserving the exact need (not the batch's candidate count) keeps a
+    // table whose batches mostly replace rows from growing its slab.
+    store.reserve(inserts);
+    if (next_.size() < store.id_bound() + inserts) {
+      next_.resize(store.id_bound() + inserts, detail::npos32);
     }
   }
 
@@ -343,11 +507,15 @@ class ReplaceUsing {
     const std::size_t n = sc.groups.size();
     std::size_t next_new_key = 0;
     for (std::size_t g = 0; g < n; ++g) {
-      if (g + prefetch_distance < n) {
-        if (const entry* ahead = hits_[g + prefetch_distance]) store.prefetch(ahead->head);
+      if (g + commit_prefetch_distance < n) {
+        const hit& ahead = hits_[g + commit_prefetch_distance];
+        if (ahead.e != nullptr) {
+          __builtin_prefetch(ahead.e, 1);
+          detail::prefetch_row(store, ahead.head);
+        }
       }
       auto& grp = sc.groups[g];
-      entry* e = hits_[g];
+      entry* e = hits_[g].e;
       if (e == nullptr) {  // a key new to the target
         const row_id head = insert_chain(store, grp.head, detail::npos32);
         index_.emplace(std::move(new_keys_[next_new_key++]),
@@ -357,7 +525,11 @@ class ReplaceUsing {
       } else if (e->seq < grp.seq) {  // higher sequence: replace the key's rows
         stats.replaced_rows += e->count;
         stats.applied_rows += grp.count;
-        e->head = replace_chain(store, e->head, grp.head);
+        if (e->count == 1 && grp.count == 1) {  // the common case: one row for one
+          store.assign(e->head, std::move(sc.row(grp.head)));  // next_[head] stays npos
+        } else {
+          e->head = replace_chain(store, e->head, grp.head);
+        }
         e->count = grp.count;
         e->seq = std::move(grp.seq);
       } else if (grp.seq < e->seq) {  // older than the target: ignored
@@ -379,7 +551,7 @@ class ReplaceUsing {
     row_id head = detail::npos32;
     row_id prev = detail::npos32;
     for (; c != detail::npos32; c = sc.next[c]) {
-      const row_id id = store.insert(std::move(sc.rows[c]));
+      const row_id id = store.insert(std::move(sc.row(c)));
       next_[id] = detail::npos32;
       if (prev == detail::npos32) {
         head = id;
@@ -401,7 +573,7 @@ class ReplaceUsing {
     const row_id head = old;
     row_id prev = detail::npos32;
     while (old != detail::npos32 && c != detail::npos32) {
-      store.assign(old, std::move(sc.rows[c]));
+      store.assign(old, std::move(sc.row(c)));
       prev = old;
       old = next_[old];
       c = sc.next[c];
@@ -423,7 +595,7 @@ class ReplaceUsing {
   index_type index_{0, index_hash{}, index_eq{key_}};
   std::vector<row_id> next_;  // chain of a key's target rows, by row id
   std::unique_ptr<scratch_type> scratch_;
-  std::vector<entry*> hits_;         // reserve_commit -> commit
+  std::vector<hit> hits_;            // reserve_commit -> commit
   std::vector<key_type> new_keys_;   // reserve_commit -> commit
 };
 

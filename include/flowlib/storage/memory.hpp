@@ -5,6 +5,9 @@
 //
 // The row-store contract every storage policy meets (see `row_store`):
 //   - ids are stable until the row is erased;
+//   - every id handed out is below id_bound(), and one insert raises
+//     id_bound() by at most one (flows keep per-row side arrays indexed by
+//     id and size them by id_bound() plus the inserts to come);
 //   - after reserve(n) succeeds, up to n inserts and any number of assign()
 //     and erase() calls do not allocate and do not throw (given a row type
 //     whose move operations are noexcept). Flows rely on this to stage a
@@ -14,6 +17,7 @@
 
 #include <flowlib/error.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +46,7 @@ concept row_store =
       s.clear();
       { cs.get(id) } -> std::same_as<const typename S::row_type&>;
       { cs.size() } -> std::convertible_to<std::size_t>;
+      { cs.id_bound() } -> std::convertible_to<std::size_t>;
       { cs.rows() } -> std::ranges::forward_range;
     };
 
@@ -50,6 +55,13 @@ template <class Policy, class Row>
 concept table_storage = row_store<typename Policy::template store<Row>>;
 
 namespace detail {
+
+/// Optional hook of a row store: `s.prefetch(id)` hints that row `id` is
+/// about to be read or written. A no-op for stores without it.
+template <class Store>
+inline void prefetch_row(const Store& s, row_id id) noexcept {
+  if constexpr (requires { s.prefetch(id); }) s.prefetch(id);
+}
 
 template <class Row>
 class memory_row_store {
@@ -66,8 +78,8 @@ class memory_row_store {
       throw error(errc::invalid_argument, "memory storage", "", "",
                   "a table cannot hold more than 2^32-1 rows");
     }
-    slots_.reserve(need);
-    free_.reserve(need);  // every slot may be freed before the next reserve()
+    grow(slots_, need);
+    grow(free_, need);  // every slot may be freed before the next reserve()
   }
 
   row_id insert(Row&& r) noexcept {
@@ -97,7 +109,12 @@ class memory_row_store {
   const Row& get(row_id id) const noexcept { return *slots_[id]; }
   Row& get(row_id id) noexcept { return *slots_[id]; }
   /// Hint that row `id` is about to be read or written.
-  void prefetch(row_id id) const noexcept { __builtin_prefetch(&slots_[id], 1); }
+  void prefetch(row_id id) const noexcept {
+    // A slot may straddle two cache lines: fetch both.
+    const char* p = reinterpret_cast<const char*>(slots_.data() + id);
+    __builtin_prefetch(p, 1);
+    __builtin_prefetch(p + sizeof(std::optional<Row>) - 1, 1);
+  }
 
   std::size_t size() const noexcept { return live_; }
   /// One past the largest id ever handed out (ids are dense below it).
@@ -110,6 +127,13 @@ class memory_row_store {
   }
 
  private:
+  // Geometric growth: a table that gains a few rows per batch must not copy
+  // all its slots on every batch.
+  template <class V>
+  static void grow(V& v, std::size_t need) {
+    if (need > v.capacity()) v.reserve(std::max(need, v.capacity() + v.capacity() / 2));
+  }
+
   std::vector<std::optional<Row>> slots_;
   std::vector<row_id> free_;
   std::size_t live_ = 0;

@@ -1,0 +1,343 @@
+// flowlib/flows/append.hpp
+//
+// Append<Options...>: an append flow, `INSERT [ONCE] BY NAME query`
+// (SEMANTICS.md section 5, R-TABLE-2). Each batch's rows are inserted into
+// the target, their columns matched to the table's by FLOWLIB_SCHEMA name
+// (detail/by_name.hpp): source columns the table lacks fail to compile unless
+// dropped with DropColumns<...>; table columns the source lacks must be
+// std::optional and are written as null (how a table's schema grows);
+// same-named columns of different types fail to compile, naming the column.
+// A source of the table's own row type is copied (or moved) whole.
+//
+//   flowlib::ManagedTable<Order> orders{"orders"};
+//   flowlib::Append<> from_web{"from_web"};                        // INSERT BY NAME
+//   flowlib::Append<flowlib::DropColumns<"debug">> from_app{"from_app"};
+//   flowlib::AppendOnce<> backfill{"backfill"};                    // INSERT ONCE BY NAME
+//   from_web.apply(orders, web_batch);       // any input range of rows
+//   from_app.apply(orders, app_batch);       // fan-in: many flows, one table
+//   backfill.apply(orders, history);         // runs once; later calls are skipped
+//   orders.full_refresh(); backfill.reset(); // after a full refresh it runs again
+//
+// Both table kinds accept append flows; a StreamingTable written by an
+// exclusive flow (REPLACE USING) refuses them (R-USING-9). Each flow object
+// is its own flow, with its own ONCE marker; a flow writes one table.
+//
+// Expectations: the table's own (declared in its options, on the table's
+// row type) are applied to every mapped row; apply() may also take
+// expectations on the source row type, checked before mapping. `drop` rows
+// are not written, `warn` rows are written and counted, a `fail` violation
+// throws and writes nothing (R-EXPECT-1). Metrics go to the returned stats,
+// flow expectations first, then the table's (R-EXPECT-2).
+//
+// All-or-nothing, in one of two ways:
+//   - staged (the general case, and always when an expectation applies or
+//     the batch's size is unknown): the batch is mapped and checked into
+//     per-flow scratch rows (user code and expectation failures throw here,
+//     before the table is touched), the storage is reserved, and the rows are
+//     then moved in by operations that cannot fail;
+//   - direct (a sized batch and no expectation): the storage is reserved for
+//     the batch's size and each mapped row is written straight into it. When
+//     the batch is contiguous (vector, array, span) and mapping a row cannot
+//     throw, nothing can fail after the reservation. Otherwise (a copy that
+//     may allocate, a view running user code) the rows written so far are
+//     erased again if anything throws, which cannot fail after a reservation
+//     (row_store contract): the table holds the same rows as before, and the
+//     exception propagates. This saves one move and one pass over scratch
+//     memory per row.
+// Either way a failed apply() leaves the table's rows and the ONCE marker as
+// they were.
+//
+// Performance: no allocation per row beyond the rows themselves; the
+// staging buffer is kept between batches (it holds as many rows, moved-from,
+// as the largest batch); one indirect call per batch and expectation set.
+#pragma once
+
+#include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/by_name.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/expect.hpp>
+#include <flowlib/stats.hpp>
+#include <flowlib/table.hpp>
+
+#include <range/v3/range/access.hpp>
+#include <range/v3/range/concepts.hpp>
+#include <range/v3/range/traits.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <ranges>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+
+/// @brief Append option: the flow runs a single time (INSERT ONCE BY NAME),
+/// until reset() (after a full refresh).
+struct Once {};
+
+/// @brief What one Append::apply() did: BatchStats (input_rows,
+/// dropped_rows, applied_rows == inserted_rows, expectations) plus whether a
+/// ONCE flow skipped the call because it had already run.
+struct AppendStats : BatchStats {
+  bool skipped = false;  ///< a ONCE flow that has already run: nothing was read or written
+};
+
+namespace detail {
+
+template <class T>
+struct is_drop_columns : std::false_type {};
+template <fixed_string... Names>
+struct is_drop_columns<DropColumns<Names...>> : std::true_type {};
+
+template <class T>
+inline constexpr bool is_append_option = std::is_same_v<T, Once> || is_drop_columns<T>::value;
+
+template <class O>
+struct option_dropped_names {
+  using type = name_list<>;
+};
+template <fixed_string... Names>
+struct option_dropped_names<DropColumns<Names...>> {
+  using type = name_list<Names...>;
+};
+
+/// The names of every DropColumns option, concatenated.
+template <class... Opts>
+struct dropped_of {
+  using type = name_list<>;
+};
+template <class O, class... Opts>
+struct dropped_of<O, Opts...> {
+  using type = typename concat_name_lists<typename option_dropped_names<O>::type,
+                                          typename dropped_of<Opts...>::type>::type;
+};
+
+/// The row type of a batch.
+template <class R>
+using batch_row_t = std::remove_cvref_t<batch_reference_t<R>>;
+
+/// A table an append flow can write: both flowlib table kinds.
+template <class T>
+concept append_target = requires(T& t, const void* flow, std::string_view s) {
+  typename T::row_type;
+  t.store();
+  t.table_expectation_sets();
+  t.claim(flow, s, s, false);
+};
+
+/// Per-flow staging rows (type-erased so the flow is not a template on the
+/// table's row type; one virtual call per flow lifetime, to destroy it).
+struct append_scratch_base {
+  virtual ~append_scratch_base() = default;
+};
+template <class Row>
+struct append_scratch final : append_scratch_base {
+  std::vector<Row> rows;             // [0, used) hold this batch's rows
+  std::vector<unsigned char> keep;   // table expectations: 1 = keep the row
+  std::vector<row_id> written;       // direct path: rows written so far (for the undo)
+};
+
+}  // namespace detail
+
+/// @brief An append flow (INSERT BY NAME; with flowlib::Once, INSERT ONCE
+/// BY NAME). Options: flowlib::Once, flowlib::DropColumns<"name", ...>.
+/// See the header comment.
+template <class... Opts>
+class Append {
+  static_assert((detail::is_append_option<Opts> && ...),
+                "flowlib::Append<Options...>: the options are flowlib::Once and "
+                "flowlib::DropColumns<\"column\", ...>.");
+
+ public:
+  /// True for ONCE flows.
+  static constexpr bool once = (std::is_same_v<Opts, Once> || ...);
+  /// Source columns dropped before the by-name mapping.
+  using dropped_columns = typename detail::dropped_of<Opts...>::type;
+  /// The kind this flow claims its target with.
+  static constexpr std::string_view kind = append_flow_kind;
+
+  Append() : Append(std::string(once ? "append_once" : "append")) {}
+  explicit Append(std::string name) : name_(std::move(name)) {}
+  Append(Append&&) noexcept = default;
+  Append& operator=(Append&&) noexcept = default;
+
+  const std::string& name() const noexcept { return name_; }
+
+  /// Appends one batch (any input range of rows that map onto the table's
+  /// row type by name). All-or-nothing; see the header.
+  template <class Table, class R>
+    requires(std::ranges::input_range<R> || ranges::input_range<R>)
+  AppendStats apply(Table& target, R&& batch) {
+    return apply(target, std::forward<R>(batch), NoExpectations{});
+  }
+
+  /// Appends one batch after `checks`, expectations on the batch's own row
+  /// type (evaluated before the mapping), then the table's expectations.
+  template <class Table, class R, class... P>
+    requires(std::ranges::input_range<R> || ranges::input_range<R>)
+  AppendStats apply(Table& target, R&& batch, const Expectations<P...>& checks) {
+    static_assert(detail::append_target<Table>,
+                  "flowlib::Append::apply: the target must be a flowlib::StreamingTable or "
+                  "flowlib::ManagedTable.");
+    using Row = typename Table::row_type;
+    using Source = detail::batch_row_t<R>;
+    using map = detail::by_name_map<Source, Row, dropped_columns>;
+    constexpr bool move = detail::movable_elements<R>;
+
+    AppendStats stats;
+    if (once && done_) {  // ONCE: ran already; nothing is read (R-TABLE-2)
+      stats.skipped = true;
+      return stats;
+    }
+    auto& sc = bind<Row>(target);
+
+    if constexpr ((std::ranges::sized_range<R> || ranges::sized_range<R>) && sizeof...(P) == 0) {
+      if (target.table_expectation_sets().empty()) {
+        write_direct<map, move>(target, batch, sc, stats);
+        done_ = done_ || once;
+        return stats;
+      }
+    }
+
+    // Phase 1: map and check into scratch (may throw; the table is untouched).
+    std::size_t used = 0;
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [](const Source& s) { return detail::describe_row(s); };
+    for (auto&& in : batch) {
+      const Source& s = in;
+      ++stats.input_rows;
+      if constexpr (sizeof...(P) > 0) {
+        if (!checks.check(s, counts, name_, describe)) {
+          ++stats.dropped_rows;
+          continue;
+        }
+      }
+      if (used < sc.rows.size()) {
+        if constexpr (map::identity) {
+          sc.rows[used] = std::forward<decltype(in)>(in);
+        } else {
+          sc.rows[used] = map::make(std::forward<decltype(in)>(in));
+        }
+      } else {
+        sc.rows.push_back(map::make(std::forward<decltype(in)>(in)));
+      }
+      ++used;
+    }
+    if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+
+    const auto& sets = target.table_expectation_sets();
+    if (!sets.empty()) {
+      sc.keep.assign(used, 1);
+      const std::span<const Row> staged(sc.rows.data(), used);
+      for (const auto& set : sets) set->evaluate(staged, sc.keep.data(), stats, name_);
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < used; ++i) {  // stable compaction, noexcept moves
+        if (sc.keep[i] == 0) continue;
+        if (i != kept) sc.rows[kept] = std::move(sc.rows[i]);
+        ++kept;
+      }
+      stats.dropped_rows += used - kept;
+      used = kept;
+    }
+
+    // Phase 2: reserve (may throw), then commit (cannot fail).
+    auto& store = target.store();
+    store.reserve(used);
+    target.claim(claim_id(), kind, name_, /*exclusive=*/false);
+    for (std::size_t i = 0; i < used; ++i) store.insert(std::move(sc.rows[i]));
+    stats.applied_rows = stats.inserted_rows = used;
+    done_ = done_ || once;
+    return stats;
+  }
+
+  /// ONCE flows: true after a successful apply(), until reset().
+  bool done() const noexcept { return done_; }
+  /// Full refresh: a ONCE flow runs again at its next apply(). The table's
+  /// part of a full refresh is table.full_refresh(), called first (it may
+  /// refuse, when the table's reset_allowed property is false).
+  void reset() noexcept { done_ = false; }
+  /// Restores the ONCE marker from a checkpoint.
+  void restore(bool done) noexcept { done_ = done; }
+
+ private:
+  // The flow's identity towards its table: its heap state, which moves with
+  // the flow (so a moved flow keeps its target).
+  const void* claim_id() const noexcept { return scratch_.get(); }
+
+  // Direct path (sized batch, no expectation): reserve once, then write each
+  // mapped row straight into the storage. When neither iterating the batch
+  // nor mapping a row can throw, nothing can fail after the reservation.
+  // Otherwise the ids written so far are recorded, and on an exception they
+  // are erased again (erase cannot fail after a reservation, by the row_store
+  // contract) before the exception propagates: the table's rows are as before.
+  template <class Map, bool Move, class Table, class R, class Row>
+  void write_direct(Table& target, R& batch, detail::append_scratch<Row>& sc, AppendStats& stats) {
+    auto& store = target.store();
+    const std::size_t n = detail::size_hint(batch);
+    constexpr bool cannot_fail = std::ranges::contiguous_range<R> &&
+                                 (Move ? Map::nothrow_move : Map::nothrow_copy);
+    if constexpr (!cannot_fail) {
+      sc.written.clear();
+      sc.written.reserve(n);
+    }
+    store.reserve(n);
+    target.claim(claim_id(), kind, name_, /*exclusive=*/false);
+    std::size_t count = 0;
+    if constexpr (cannot_fail) {
+      for (auto&& in : batch) {
+        store.insert(Map::make(std::forward<decltype(in)>(in)));
+        ++count;
+      }
+    } else {
+      try {
+        for (auto&& in : batch) {
+          if (count == n) {
+            throw error(errc::invalid_argument, name_, "", "",
+                        "the batch yielded more rows than its size(); nothing of it was written");
+          }
+          sc.written.push_back(store.insert(Map::make(std::forward<decltype(in)>(in))));
+          ++count;
+        }
+      } catch (...) {
+        for (row_id id : sc.written) store.erase(id);
+        sc.written.clear();
+        throw;
+      }
+      sc.written.clear();
+    }
+    stats.input_rows = stats.applied_rows = stats.inserted_rows = count;
+  }
+
+  // Checks that `target` is this flow's one table and returns the scratch.
+  template <class Row, class Table>
+  detail::append_scratch<Row>& bind(Table& target) {
+    if (target_ != nullptr && target_ != static_cast<const void*>(&target)) {
+      throw error(errc::invalid_target, name_, "", "",
+                  "this append flow already writes table '" + target_name_ +
+                      "'; a flow writes exactly one table (declare one flow per source and "
+                      "table)");
+    }
+    if (!scratch_) {
+      scratch_ = std::make_unique<detail::append_scratch<Row>>();
+      target_ = &target;
+      target_name_ = target.name();
+    }
+    return static_cast<detail::append_scratch<Row>&>(*scratch_);
+  }
+
+  std::string name_;
+  bool done_ = false;
+  const void* target_ = nullptr;
+  std::string target_name_;
+  std::unique_ptr<detail::append_scratch_base> scratch_;
+};
+
+/// @brief A ONCE append flow (INSERT ONCE BY NAME): Append<Once, Opts...>.
+template <class... Opts>
+using AppendOnce = Append<Once, Opts...>;
+
+}  // namespace flowlib

@@ -1,0 +1,1168 @@
+// flowlib/flows/auto_cdc.hpp
+//
+// AutoCdc<Key, Seq, Scd, Options...>: applies a change feed (inserts,
+// updates, deletes and, for SCD type 1, truncates), ordered by a sequence,
+// to a target table (SEMANTICS.md section 3, R-CDC-1..R-CDC-7).
+//
+//   struct Change {                         // one row of the change feed
+//     std::int64_t userId;
+//     std::optional<std::string> name;
+//     std::optional<std::string> city;
+//     std::string operation;                // "INSERT", "UPDATE", "DELETE", "TRUNCATE"
+//     std::int64_t sequenceNum;
+//   };
+//   FLOWLIB_SCHEMA(Change, userId, name, city, operation, sequenceNum);
+//
+//   struct User {                           // SCD type 1 target: the selected columns
+//     std::int64_t userId;
+//     std::optional<std::string> name;
+//     std::optional<std::string> city;
+//   };
+//   FLOWLIB_SCHEMA(User, userId, name, city);
+//
+//   struct UserHistory {                    // SCD type 2 target: + __START_AT, __END_AT
+//     std::int64_t userId;
+//     std::optional<std::string> name;
+//     std::optional<std::string> city;
+//     std::int64_t start_at;                // the sequence's type
+//     std::optional<std::int64_t> end_at;   // null for the current version
+//   };
+//   FLOWLIB_SCHEMA(UserHistory, userId, name, city, (start_at, "__START_AT"),
+//                  (end_at, "__END_AT"));
+//
+//   struct IsDelete {
+//     bool operator()(const Change& c) const { return c.operation == "DELETE"; }
+//   };
+//   struct IsTruncate {
+//     bool operator()(const Change& c) const { return c.operation == "TRUNCATE"; }
+//   };
+//
+//   namespace fl = flowlib;
+//   using Scd1Flow = fl::AutoCdc<fl::Key<&Change::userId>, fl::Seq<&Change::sequenceNum>, fl::Scd1,
+//                                fl::apply_as_deletes<IsDelete>,
+//                                fl::apply_as_truncates<IsTruncate>,
+//                                fl::except_column_list<"operation", "sequenceNum">>;
+//   using Scd2Flow = fl::AutoCdc<fl::Key<&Change::userId>, fl::Seq<&Change::sequenceNum>,
+//                                fl::Scd2<fl::track_history_except_column_list<"city">>,
+//                                fl::apply_as_deletes<IsDelete>,
+//                                fl::except_column_list<"operation", "sequenceNum">>;
+//
+//   fl::StreamingTable<User> users{"users"};
+//   Scd1Flow flow{"users_cdc"};
+//   fl::BatchStats s = flow.apply(users, changes);     // any input range of Change
+//   flow.apply(users, changes, fl::expectations(...)); // with expectations
+//
+//   // Runtime settings: tombstone GC (SCD1) on an injected clock; predicates
+//   // with state are passed as option values after the settings.
+//   Scd1Flow gc_flow{"users_cdc", fl::CdcSettings{.tombstone_gc_threshold = std::chrono::hours(24),
+//                                                 .clock = [] { return my_clock_now(); }}};
+//   Scd1Flow stateful{"users_cdc", fl::CdcSettings{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
+//                     fl::apply_as_truncates<IsTruncate>{},
+//                     fl::except_column_list<"operation", "sequenceNum">{}};  // one value per option, in order
+//
+// Options (types, in any order after Scd):
+//   apply_as_deletes<Pred>           Pred(const Change&) -> bool: the change is a delete.
+//   apply_as_truncates<Pred>         the change is a truncate (SCD1 only; with Scd2 it
+//                                    does not compile).
+//   column_list<"a", ...>            the change columns written to the target; or
+//   except_column_list<"a", ...>     all change columns but these (never both). The
+//                                    selected columns map onto the target row BY NAME
+//                                    (FLOWLIB_SCHEMA on both): every target column
+//                                    (but __START_AT/__END_AT) must be a selected change
+//                                    column of the same type, and every selected column
+//                                    a target column; otherwise it does not compile, and
+//                                    the diagnostic names the column.
+//   ignore_null_updates              a null (empty std::optional) column of an upsert
+//                                    keeps the stored value, for every nullable column;
+//   ignore_null_updates_column_list<"a", ...>         ... for these columns only;
+//   ignore_null_updates_except_column_list<"a", ...>  ... for all nullable columns but
+//                                    these. At most one of the three.
+//   strict_sequence                  two changes with equal key and sequence are an
+//                                    error (errc::tied_sequence) instead of a tie.
+// Scd2's own options: track_history_column_list<"a", ...> or
+// track_history_except_column_list<"a", ...> (never both): the columns whose
+// changes open a new version; changes to the others update the current
+// version in place. Default: every column.
+//
+// Semantics (R-CDC-1..7): see SEMANTICS.md and docs/auto-cdc-scd1.md,
+// docs/auto-cdc-scd2.md. In short: within a batch a key's changes apply in
+// sequence order; SCD1 keeps per key the last sequence applied and, for
+// deletes, a tombstone (collected after CdcSettings::tombstone_gc_threshold;
+// a change older than a collected tombstone resurrects its key); a truncate
+// removes rows below its sequence and raises a floor below which later
+// changes are ignored. SCD2 keeps every change of a key, so a late change
+// re-derives that key's versions (changes newer than all stored ones just
+// continue from the current version). Ties (equal key and sequence): the
+// later change in source order wins, counted in tied_rows (R-CDC-5).
+//
+// Applying a batch is all-or-nothing: the batch is grouped and every key's
+// outcome planned in scratch space (null sequences, strict ties, expectations
+// and user exceptions all surface here), storage is reserved, and only then
+// is it committed by operations that cannot fail. On any error the target
+// and the flow's state are unchanged. The flow object holds the target's
+// index and state: apply it to one table for its whole life (it claims the
+// table exclusively).
+//
+// Performance: one hash per change, reused for the index probe; one probe
+// per distinct key; a key's changes are sorted only when it has several;
+// scratch rows are reused across batches, so steady state does not allocate
+// per change (SCD2 histories grow with the changes they keep).
+#pragma once
+
+#include <flowlib/columns.hpp>
+#include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/cdc_batch.hpp>
+#include <flowlib/detail/cdc_columns.hpp>
+#include <flowlib/detail/fixed_string.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/expect.hpp>
+#include <flowlib/schema.hpp>
+#include <flowlib/stats.hpp>
+#include <flowlib/table.hpp>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+
+// ---------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------
+
+/// @brief SCD type 1: the target holds the current row of every key.
+struct Scd1 {};
+
+/// @brief SCD type 2: the target holds every version of every key, bounded by
+/// `__START_AT` and `__END_AT`. Options: track_history_column_list or
+/// track_history_except_column_list.
+template <class... TrackOptions>
+struct Scd2 {};
+
+/// @brief Option: the change is a delete when Pred(change) is true.
+template <class Pred>
+struct apply_as_deletes {
+  Pred pred{};
+};
+
+/// @brief Option (SCD1 only): the change is a truncate when Pred(change) is true.
+template <class Pred>
+struct apply_as_truncates {
+  Pred pred{};
+};
+
+/// @brief Option: the change columns written to the target.
+template <detail::fixed_string... Names>
+struct column_list {};
+
+/// @brief Option: every change column except these is written to the target.
+template <detail::fixed_string... Names>
+struct except_column_list {};
+
+/// @brief Option: a null column in an upsert keeps the stored value (every
+/// nullable column).
+struct ignore_null_updates {};
+
+/// @brief Option: ignore_null_updates for the listed columns only.
+template <detail::fixed_string... Names>
+struct ignore_null_updates_column_list {};
+
+/// @brief Option: ignore_null_updates for every nullable column but these.
+template <detail::fixed_string... Names>
+struct ignore_null_updates_except_column_list {};
+
+/// @brief Scd2 option: only changes of these columns open a new version.
+template <detail::fixed_string... Names>
+struct track_history_column_list {};
+
+/// @brief Scd2 option: changes of every column but these open a new version.
+template <detail::fixed_string... Names>
+struct track_history_except_column_list {};
+
+/// @brief Option: equal key and sequence is an error (errc::tied_sequence).
+struct strict_sequence {};
+
+/// @brief The clock tombstone GC is measured on.
+using cdc_clock = std::chrono::steady_clock;
+
+/// @brief Runtime settings of a change-feed flow.
+struct CdcSettings {
+  /// SCD1: a tombstone (key, delete sequence) is kept at least this long
+  /// after its delete was applied, then collected at the start of a later
+  /// batch. std::nullopt keeps tombstones for ever. After collection a
+  /// change older than the delete resurrects the key (R-CDC-2).
+  std::optional<cdc_clock::duration> tombstone_gc_threshold;
+  /// Reads the current time once per batch; empty means cdc_clock::now.
+  std::function<cdc_clock::time_point()> clock;
+};
+
+
+namespace detail {
+
+/// What a change does.
+enum class cdc_op : std::uint8_t { upsert, remove, truncate };
+
+/// Per-target scratch rows of a change-feed flow, created on the first
+/// apply() (the target's row type is known only there). Type-erased only
+/// at the flow level: one cast per batch, no virtual call per row.
+struct cdc_target_scratch_base {
+  virtual ~cdc_target_scratch_base() = default;
+};
+template <class Target>
+struct cdc_target_scratch final : cdc_target_scratch_base {
+  static_assert(std::is_default_constructible_v<Target>,
+                "flowlib::AutoCdc: the target row type must be default-constructible (the "
+                "flow builds target rows column by column).");
+  std::vector<Target> rows;  // slots kept across batches; [0, used) belong to this batch
+  std::size_t used = 0;
+  std::uint32_t alloc() {
+    if (used == rows.size()) rows.emplace_back();
+    return static_cast<std::uint32_t>(used++);
+  }
+  static const void* tag() noexcept {
+    static const char t = 0;
+    return &t;
+  }
+};
+
+/// Makes room for n elements in v, growing its capacity geometrically, so
+/// that vectors reserved batch after batch (before an all-or-nothing
+/// commit) are not reallocated to the exact size every time.
+template <class V>
+void cdc_reserve_grow(V& v, std::size_t n) {
+  if (n > v.capacity()) v.reserve(std::max(n, 2 * v.capacity()));
+}
+
+}  // namespace detail
+
+/// @brief AUTO CDC: applies a change feed to a target table (SCD type 1 or 2).
+/// See the header comment for the options and an example.
+///
+/// K and S are a key and a sequence over the change row type; Scd is Scd1
+/// or Scd2<...>; Options are the option types above.
+template <key_extractor K, sequence_extractor S, class Scd = Scd1, class... Options>
+class AutoCdc {
+  static_assert(std::is_same_v<typename K::row_type, typename S::row_type>,
+                "flowlib::AutoCdc<Key, Seq, ...>: the key and the sequence must be columns of "
+                "the same (change) row type.");
+  using opts = detail::cdc_options<Scd, Options...>;
+
+ public:
+  using key_policy = K;
+  using sequence_policy = S;
+  using change_type = typename K::row_type;  ///< a row of the change feed
+  using key_type = typename K::value_type;
+  using sequence_type = typename S::value_type;  ///< also the type of __START_AT
+  static constexpr std::string_view kind = "AUTO CDC";
+  static constexpr bool is_scd2 = opts::scd2;
+
+  static_assert(!is_scd2 || (std::is_nothrow_move_constructible_v<change_type> &&
+                             std::is_nothrow_move_assignable_v<change_type>),
+                "flowlib::AutoCdc with Scd2 keeps each key's changes to re-derive its history "
+                "when late changes arrive; the change row type must be nothrow-movable.");
+
+  /// A flow named "auto_cdc" with default settings.
+  AutoCdc() : AutoCdc(std::string("auto_cdc")) {}
+  /// A flow with a name (used in errors and metrics) and runtime settings.
+  explicit AutoCdc(std::string name, CdcSettings settings = {})
+      : name_(std::move(name)), settings_(std::move(settings)) {}
+  /// As above, with a value for every option (for predicates with state).
+  AutoCdc(std::string name, CdcSettings settings, Options... options)
+    requires(sizeof...(Options) > 0)
+      : name_(std::move(name)), settings_(std::move(settings)), options_(std::move(options)...) {}
+
+  AutoCdc(const AutoCdc&) = delete;  // holds the target's index
+  AutoCdc& operator=(const AutoCdc&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+
+  /// Applies one batch of changes (any input range of change_type).
+  /// All-or-nothing; returns the batch's metrics (R-CDC-7).
+  template <class Table, class R>
+    requires batch_of<R, change_type>
+  BatchStats apply(Table& target, R&& batch) {
+    return apply(target, std::forward<R>(batch), NoExpectations{});
+  }
+
+  /// Applies one batch after the expectations (a dropped change is as if the
+  /// source never produced it).
+  template <class Table, class R, class... P>
+    requires batch_of<R, change_type>
+  BatchStats apply(Table& target, R&& batch, const Expectations<P...>& checks) {
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
+                  "(R-TABLE-1); write the change feed into a flowlib::StreamingTable.");
+    using Target = typename Table::row_type;
+    static_assert(detail::cdc_mapping_check<change_type, Target, opts>::ok);
+    if constexpr (is_scd2) {
+      static_assert(detail::cdc_scd2_bounds_check<
+                    sequence_type, typename detail::col_value<start_col<Target>>::type,
+                    typename detail::col_value<end_col<Target>>::type,
+                    !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
+    }
+    check_target(target);
+    BatchStats stats;
+    auto& ts = target_scratch<Target>();
+    ts.used = 0;
+    stage_batch(batch, checks, stats);
+    auto& store = target.store();
+    if constexpr (is_scd2) {
+      plan_scd2(store, ts, stats);
+      reserve_scd2(store);
+      target.claim(this, kind, name_, /*exclusive=*/true);
+      target_ = &target;
+      commit_scd2(store, ts);
+    } else {
+      plan_scd1(store, ts, stats);
+      reserve_scd1(store);
+      target.claim(this, kind, name_, /*exclusive=*/true);
+      target_ = &target;
+      commit_scd1(store, ts, stats);
+    }
+    return stats;
+  }
+
+  /// Keys the flow holds state for (target keys, plus SCD1 tombstones).
+  std::size_t key_count() const noexcept { return index_.size(); }
+  /// SCD1: tombstones currently kept.
+  std::size_t tombstone_count() const noexcept { return tombstones_; }
+  /// SCD1: changes below this sequence are ignored (the highest truncate applied).
+  const std::optional<sequence_type>& truncate_floor() const noexcept { return floor_; }
+
+ private:
+  using traits = detail::key_traits<K>;
+  using op = detail::cdc_op;
+  using probe = detail::cdc_probe<change_type>;
+  using scratch_type = detail::cdc_batch<K>;  // the batch grouped by key
+  using ignored_cols = detail::cdc_ignored_columns<change_type, opts>;
+  static constexpr std::size_t n_ignored = ignored_cols::count();
+  static constexpr bool ignore_active = !is_scd2 && n_ignored > 0;
+  using delete_option = typename detail::find_option<detail::is_deletes, void, Options...>::type;
+  using truncate_option =
+      typename detail::find_option<detail::is_truncates, void, Options...>::type;
+  template <class Target>
+  using mapping = detail::cdc_mapping<change_type, Target, opts>;
+  template <class Target>
+  using start_col = column_named_t<Target, "__START_AT">;
+  template <class Target>
+  using end_col = column_named_t<Target, "__END_AT">;
+  static constexpr row_id no_row = detail::cdc_npos;
+  // Groups ahead whose index slots are prefetched while planning: the index
+  // of a large target is out of cache, and one probe per key would stall.
+  static constexpr std::size_t prefetch_distance = 8;
+
+  // --- per-key state -----------------------------------------------------------
+
+  struct null_state {};
+  struct ignore_state {
+    std::optional<sequence_type> since;  // the latest delete at or below seq
+    std::array<std::optional<sequence_type>, n_ignored> colseq{};  // who set each column
+  };
+  struct scd1_entry {
+    sequence_type seq;          // the latest change applied (upsert or delete)
+    row_id row = no_row;        // no_row: a tombstone
+    cdc_clock::time_point deleted_at{};
+    [[no_unique_address]] std::conditional_t<ignore_active, ignore_state, null_state> ign{};
+  };
+  struct event {
+    sequence_type seq;
+    bool remove;
+    change_type row;
+  };
+  struct scd2_entry {
+    std::vector<event> history;  // every change of the key, by sequence (ties replaced)
+    std::vector<row_id> versions;  // the key's target rows, by __START_AT
+  };
+  using entry = std::conditional_t<is_scd2, scd2_entry, scd1_entry>;
+
+  struct index_hash {
+    using is_transparent = void;
+    std::size_t operator()(const key_type& k) const { return absl::Hash<key_type>{}(k); }
+    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
+  };
+  struct index_eq {
+    using is_transparent = void;
+    K key;
+    bool operator()(const key_type& a, const key_type& b) const { return a == b; }
+    bool operator()(const key_type& a, const probe& p) const {
+      return traits::equal(key, *p.row, a);
+    }
+    bool operator()(const probe& p, const key_type& a) const { return (*this)(a, p); }
+  };
+  using index_type = absl::flat_hash_map<key_type, entry, index_hash, index_eq>;
+
+  // --- per-batch plans -----------------------------------------------------------
+
+  enum class outcome : std::uint8_t { none, row, tombstone };
+  struct scd1_plan {
+    scd1_entry* hit;      // the key's entry, or nullptr for a new key
+    std::uint32_t group;  // the key's group in the batch scratch
+    outcome result;
+    std::uint32_t slot;   // target scratch row when result == row
+    scd1_entry state;     // the entry after the batch (row filled at commit)
+  };
+  struct scd2_plan {
+    scd2_entry* hit;             // nullptr: a new key
+    std::uint32_t group;
+    std::uint32_t ev_begin, ev_end;   // new events (indices into order_), by sequence
+    std::uint32_t rep_begin, rep_end; // ties with stored events (into reps_)
+    std::uint32_t from;          // first version replaced
+    std::uint32_t v_begin, v_end;  // derived versions (target scratch rows)
+    bool append;                 // new events all after the stored ones
+  };
+  struct replacement {
+    std::uint32_t pos;  // index in the key's history
+    std::uint32_t row;  // batch row that replaces it
+  };
+
+  // --- helpers ---------------------------------------------------------------------
+
+  template <class Table>
+  void check_target(const Table& target) const {
+    if (target_ != nullptr && target_ != &target) {
+      throw error(errc::invalid_target, name_, "", "",
+                  "this flow already maintains table '" +
+                      static_cast<const Table*>(target_)->name() +
+                      "'; a flow keeps the state of exactly one target");
+    }
+  }
+
+  template <class Target>
+  detail::cdc_target_scratch<Target>& target_scratch() {
+    using TS = detail::cdc_target_scratch<Target>;
+    if (!tscratch_ || tscratch_tag_ != TS::tag()) {
+      tscratch_ = std::make_unique<TS>();
+      tscratch_tag_ = TS::tag();
+    }
+    return static_cast<TS&>(*tscratch_);
+  }
+
+  op classify(const change_type& c) const {
+    if constexpr (!std::is_void_v<truncate_option>) {
+      static_assert(std::predicate<const decltype(truncate_option::pred)&, const change_type&>,
+                    "flowlib::apply_as_truncates<Pred>: Pred must be callable as "
+                    "bool(const Change&) for the flow's change row type.");
+      if (std::get<truncate_option>(options_).pred(c)) return op::truncate;
+    }
+    if constexpr (!std::is_void_v<delete_option>) {
+      static_assert(std::predicate<const decltype(delete_option::pred)&, const change_type&>,
+                    "flowlib::apply_as_deletes<Pred>: Pred must be callable as "
+                    "bool(const Change&) for the flow's change row type.");
+      if (std::get<delete_option>(options_).pred(c)) return op::remove;
+    }
+    return op::upsert;
+  }
+
+  /// Whether two changes carry the same operation and selected columns (a
+  /// redelivery rather than a conflict, for strict_sequence).
+  static bool same_change(op oa, const change_type& a, op ob, const change_type& b) {
+    if (oa != ob) return false;
+    if (oa == op::remove) return true;
+    bool same = true;
+    schema_of<change_type>::for_each([&](auto cc) {
+      using CC = decltype(cc);
+      if constexpr (detail::cdc_rules<opts>::selected(CC::name)) {
+        if (same && !(CC::get(a) == CC::get(b))) same = false;
+      }
+    });
+    return same;
+  }
+
+  [[noreturn]] void throw_tie(const change_type& r, std::string_view where) const {
+    throw error(errc::tied_sequence, name_, seq_.name(), key_.describe(r),
+                std::string("two different changes of this key have the same sequence ") +
+                    std::string(where) +
+                    " and strict_sequence is set; nothing of the batch was applied (R-CDC-5)");
+  }
+
+  // --- phase 1: read and group the batch (may throw; no state changes) ---------
+
+  template <class R, class... P>
+  void stage_batch(R& batch, const Expectations<P...>& checks, BatchStats& stats) {
+    if (!scratch_) scratch_ = std::make_unique<scratch_type>(key_);
+    scratch_type& sc = *scratch_;
+    constexpr bool move = detail::movable_elements<R>;
+    // SCD1 reads the changes only while planning (the winning upsert is
+    // copied into a target row there), so a batch whose rows stay put is
+    // staged by reference, without copying each change. SCD2 keeps the
+    // changes in the key's history, moved there at commit: they are copied.
+    constexpr bool refer = !is_scd2 && !move && std::ranges::forward_range<R>;
+    sc.reset(detail::size_hint(batch), refer);
+    batch_floor_ = floor_;
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+
+    for (auto&& in : batch) {
+      const change_type& r = in;
+      ++stats.input_rows;
+      if constexpr (sizeof...(P) > 0) {
+        if (!checks.check(r, counts, name_, describe)) {
+          ++stats.dropped_rows;
+          continue;
+        }
+      }
+      std::optional<sequence_type> s = seq_(r);
+      if (!s) {
+        throw error(errc::null_sequence, name_, seq_.name(), key_.describe(r),
+                    "the change's sequence is null; nothing of the batch was applied and the "
+                    "source position does not advance (R-CDC-5)");
+      }
+      const op o = classify(r);
+      if (o == op::truncate) {  // SCD1 only: raises the floor, no key
+        if (!batch_floor_ || *batch_floor_ < *s) batch_floor_ = std::move(*s);
+        continue;
+      }
+      const probe p{&r, traits::hash(key_, r)};
+      std::uint32_t i;
+      if constexpr (refer) {
+        i = sc.add_ref(r, p);
+      } else {
+        i = sc.template add<move>(std::forward<decltype(in)>(in), p);
+      }
+      if (seqs_.size() <= i) {
+        seqs_.push_back(std::move(*s));
+        ops_.push_back(o);
+      } else {
+        seqs_[i] = std::move(*s);
+        ops_[i] = o;
+      }
+    }
+    if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+  }
+
+  /// Fills order_[from..) with the group's rows by sequence (source order
+  /// among equals), then drops all but the last of each run of equal
+  /// sequences (R-CDC-5). Returns the end. With SCD1 and ignore_null_updates
+  /// the tied changes are all kept, in source order, so that the later one
+  /// applies on top of the earlier one within a batch as across batches
+  /// (its null columns keep the earlier one's values).
+  std::uint32_t sort_group(const typename scratch_type::group& grp, BatchStats& stats) {
+    const scratch_type& sc = *scratch_;
+    const auto begin = static_cast<std::uint32_t>(order_.size());
+    for (std::uint32_t c = grp.head; c != detail::cdc_npos; c = sc.next[c]) order_.push_back(c);
+    if (grp.count == 1) return begin + 1;
+    const auto less = [&](std::uint32_t a, std::uint32_t b) { return seqs_[a] < seqs_[b]; };
+    if (grp.count <= 16) {  // the common case: a stable insertion sort, no buffer
+      for (std::size_t k = begin + 1; k < order_.size(); ++k) {
+        const std::uint32_t c = order_[k];
+        std::size_t j = k;
+        for (; j > begin && less(c, order_[j - 1]); --j) order_[j] = order_[j - 1];
+        order_[j] = c;
+      }
+    } else {
+      std::stable_sort(order_.begin() + begin, order_.end(), less);
+    }
+    // Keep the last of each run of equal sequences.
+    std::uint32_t out = begin;
+    const auto end = static_cast<std::uint32_t>(order_.size());
+    for (std::uint32_t k = begin; k < end; ++k) {
+      const std::uint32_t c = order_[k];
+      if (k + 1 < end && seqs_[order_[k + 1]] == seqs_[c]) {
+        ++stats.tied_rows;
+        if constexpr (opts::strict) {
+          const std::uint32_t d = order_[k + 1];
+          if (!same_change(ops_[c], sc.row(c), ops_[d], sc.row(d))) {
+            throw_tie(sc.row(c), "within the batch");
+          }
+        }
+        if constexpr (!ignore_active) continue;
+      }
+      order_[out++] = c;
+    }
+    order_.resize(out);
+    return out;
+  }
+
+  // --- SCD type 1 ---------------------------------------------------------------------
+
+  template <class Store, class Target>
+  void plan_scd1(Store& store, detail::cdc_target_scratch<Target>& ts, BatchStats& stats) {
+    using M = mapping<Target>;
+    scratch_type& sc = *scratch_;
+    const std::size_t n = sc.groups.size();
+    // Reserved first: the plans hold pointers into the index, which a
+    // rehash would invalidate (new keys are inserted at commit).
+    index_.reserve(index_.size() + n);
+    order_.clear();
+    plans1_.clear();
+    plans1_.reserve(n);
+    new_tombstones_ = 0;
+    new_keys_.clear();
+    gc_keys_.clear();
+    const bool gc = settings_.tombstone_gc_threshold.has_value();
+    now_ = settings_.tombstone_gc_threshold ? read_clock() : cdc_clock::time_point{};
+    truncating_ = batch_floor_.has_value() && (!floor_ || *floor_ < *batch_floor_);
+
+    for (std::size_t g = 0; g < n; ++g) {
+      const auto& grp = sc.groups[g];
+      const std::uint32_t b = static_cast<std::uint32_t>(order_.size());
+      const std::uint32_t e = sort_group(grp, stats);
+      if (g + prefetch_distance < n) {
+        const auto& ahead = sc.groups[g + prefetch_distance];
+        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
+      }
+      auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
+      scd1_entry* hit = it == index_.end() ? nullptr : &it->second;
+      // The key, copied before the last upsert's row is moved into the target row.
+      std::optional<key_type> key;
+      if (hit == nullptr || gc) key.emplace(key_(sc.row(grp.head)));
+
+      // The working state of the key, from its entry.
+      bool have = hit != nullptr;
+      if (have && hit->row == no_row && expired(*hit)) have = false;  // collected tombstone
+      bool truncated = false;
+      if (have && batch_floor_ && hit->seq < *batch_floor_) {  // removed by a truncate
+        have = false;
+        truncated = true;
+      }
+      scd1_plan plan{hit, static_cast<std::uint32_t>(g), outcome::none, 0, {}};
+      scd1_entry& w = plan.state;
+      bool exists = false;  // the working state holds a row
+      bool loaded = false;  // the working row is in plan.slot
+      if (have) {
+        w.seq = hit->seq;
+        w.ign = hit->ign;
+        exists = hit->row != no_row;
+      } else if constexpr (ignore_active) {
+        if (truncated) w.ign.since = batch_floor_;
+      }
+      bool changed = false;
+      const auto load = [&] {
+        if (!loaded) {
+          plan.slot = ts.alloc();
+          ts.rows[plan.slot] = store.get(hit->row);
+          loaded = true;
+        }
+      };
+
+      for (std::uint32_t k = b; k < e; ++k) {
+        const std::uint32_t c = order_[k];
+        const sequence_type& s = seqs_[c];
+        const change_type& row = sc.row(c);
+        const op o = ops_[c];
+        if (batch_floor_ && s < *batch_floor_) {  // below a truncate
+          ++stats.ignored_late_rows;
+          continue;
+        }
+        const bool known = have || changed;
+        if (known && s < w.seq) {  // late (R-CDC-2)
+          if constexpr (ignore_active) {
+            if (exists && !(w.ign.since && s < *w.ign.since)) {
+              // Still counts for the columns that ignore nulls (order independence).
+              load();
+              if (late_into_ignored<Target>(ts.rows[plan.slot], w, o, row, s)) changed = true;
+              ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
+              continue;
+            }
+          }
+          ++stats.ignored_late_rows;
+          continue;
+        }
+        if (known && !(w.seq < s) && have && !changed) {  // equal to the stored sequence
+          ++stats.tied_rows;
+          if constexpr (opts::strict) {
+            if (!same_as_stored<Target>(store, *hit, o, row)) throw_tie(row, "as a stored change");
+          }
+        }
+        // The newest change of the key so far.
+        if (o == op::remove) {
+          ++stats.deleted_rows;
+          exists = false;
+          if constexpr (ignore_active) {
+            w.ign.since = s;
+            w.ign.colseq = {};
+          }
+        } else {
+          ++stats.upserted_rows;
+          if constexpr (ignore_active) {
+            if (exists) {
+              load();
+              upsert_into_ignored<Target>(ts.rows[plan.slot], w, row, s);
+            } else {
+              if (!loaded) {
+                plan.slot = ts.alloc();
+                loaded = true;
+              }
+              M::assign(ts.rows[plan.slot], row);
+              set_colseqs(w, row, s);
+            }
+          } else {
+            if (!loaded) {
+              plan.slot = ts.alloc();
+              loaded = true;
+            }
+            if (k + 1 == e) {  // only the last upsert's values matter
+              if (sc.by_ref) {
+                M::assign(ts.rows[plan.slot], row);
+              } else {
+                M::assign(ts.rows[plan.slot], std::move(sc.rows[c]));
+              }
+            }
+          }
+          exists = true;
+        }
+        w.seq = s;
+        changed = true;
+      }
+      if (truncated && hit->row != no_row && changed) ++stats.truncated_rows;
+      if (!changed) continue;
+      if (exists) {
+        plan.result = outcome::row;
+      } else {
+        plan.result = outcome::tombstone;
+        w.deleted_at = now_;
+        ++new_tombstones_;
+        if (gc) gc_keys_.push_back(*key);
+      }
+      if (hit == nullptr) new_keys_.push_back(std::move(*key));
+      plans1_.push_back(std::move(plan));
+    }
+    if constexpr (ignore_active) {
+      if (truncating_) plan_truncate_ignored(store, ts);
+    }
+  }
+
+  cdc_clock::time_point read_clock() const {
+    return settings_.clock ? settings_.clock() : cdc_clock::now();
+  }
+  bool expired(const scd1_entry& e) const noexcept {
+    return settings_.tombstone_gc_threshold &&
+           e.deleted_at + *settings_.tombstone_gc_threshold <= now_;
+  }
+
+  template <class Target, class Store>
+  bool same_as_stored(const Store& store, const scd1_entry& e, op o, const change_type& row) const {
+    if (o == op::remove) return e.row == no_row;
+    if (e.row == no_row) return false;
+    const Target& t = store.get(e.row);
+    bool same = true;
+    mapping<Target>::for_each([&](auto tc, auto cc) {
+      using TC = decltype(tc);
+      using CC = decltype(cc);
+      if constexpr (detail::cdc_rules<opts>::template ignores_null<typename TC::value_type>(
+                        TC::name)) {
+        if (!CC::get(row).has_value()) return;
+      }
+      if (same && !(TC::get(t) == CC::get(row))) same = false;
+    });
+    return same;
+  }
+
+  // ignore_null_updates (R-CDC-6), kept order-independent (R-CDC-1): each
+  // column that ignores nulls remembers the sequence of the change that set
+  // it, so a late change can still fill it when it is newer than that.
+  void set_colseqs(scd1_entry& w, const change_type& row, const sequence_type& s) const {
+    schema_of<change_type>::for_each([&](auto cc) {
+      using CC = decltype(cc);
+      if constexpr (ignored_cols::template is_ignored<CC>()) {
+        constexpr std::size_t i = ignored_cols::index(CC::name);
+        if (CC::get(row).has_value()) {
+          w.ign.colseq[i] = s;
+        } else {
+          w.ign.colseq[i].reset();
+        }
+      }
+    });
+  }
+  template <class Target>
+  void upsert_into_ignored(Target& t, scd1_entry& w, const change_type& row,
+                           const sequence_type& s) const {
+    mapping<Target>::for_each([&](auto tc, auto cc) {
+      using TC = decltype(tc);
+      using CC = decltype(cc);
+      if constexpr (ignored_cols::template is_ignored<CC>()) {
+        constexpr std::size_t i = ignored_cols::index(CC::name);
+        if (!CC::get(row).has_value()) return;  // keeps the stored value
+        w.ign.colseq[i] = s;
+      }
+      TC::get(t) = CC::get(row);
+    });
+  }
+  template <class Target>
+  bool late_into_ignored(Target& t, scd1_entry& w, op o, const change_type& row,
+                         const sequence_type& s) const {
+    bool changed = false;
+    if (o == op::remove) {  // values set before the delete are gone
+      w.ign.since = s;
+      changed = true;
+    }
+    mapping<Target>::for_each([&](auto tc, auto cc) {
+      using TC = decltype(tc);
+      using CC = decltype(cc);
+      if constexpr (ignored_cols::template is_ignored<CC>()) {
+        constexpr std::size_t i = ignored_cols::index(CC::name);
+        auto& cs = w.ign.colseq[i];
+        // Equal sequences: the change applied later (source order) wins.
+        if (o == op::remove) {
+          if (cs && !(s < *cs)) {
+            cs.reset();
+            TC::get(t).reset();
+          }
+        } else if (CC::get(row).has_value() && (!cs || !(s < *cs))) {
+          cs = s;
+          TC::get(t) = CC::get(row);
+          changed = true;
+        }
+      }
+    });
+    return changed;
+  }
+
+  template <class Store>
+  void reserve_scd1(Store& store) {
+    std::size_t inserts = 0;
+    for (const scd1_plan& p : plans1_) {
+      if (p.result == outcome::row && (p.hit == nullptr || p.hit->row == no_row)) ++inserts;
+    }
+    store.reserve(inserts);
+    if (settings_.tombstone_gc_threshold && new_tombstones_ != 0) {
+      if (gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
+        gc_queue_.erase(gc_queue_.begin(), gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
+        gc_head_ = 0;
+      }
+      detail::cdc_reserve_grow(gc_queue_, gc_queue_.size() + new_tombstones_);
+    }
+  }
+
+  template <class Store, class Target>
+  void commit_scd1(Store& store, detail::cdc_target_scratch<Target>& ts, BatchStats& stats) noexcept {
+    std::size_t next_new_key = 0;
+    std::size_t next_gc_key = 0;
+    const bool gc = settings_.tombstone_gc_threshold.has_value();
+    for (scd1_plan& p : plans1_) {
+      scd1_entry* e = p.hit;
+      if (e == nullptr) {
+        e = &index_.emplace(std::move(new_keys_[next_new_key++]), std::move(p.state))
+                 .first->second;
+        e->row = no_row;
+      } else {
+        const row_id old = e->row;
+        *e = std::move(p.state);
+        e->row = old;
+        if (old == no_row) --tombstones_;
+      }
+      if (p.result == outcome::row) {
+        if (e->row == no_row) {
+          e->row = store.insert(std::move(ts.rows[p.slot]));
+        } else {
+          store.assign(e->row, std::move(ts.rows[p.slot]));
+        }
+      } else {
+        if (e->row != no_row) store.erase(e->row);
+        e->row = no_row;
+        ++tombstones_;
+        if (gc) gc_queue_.push_back({std::move(gc_keys_[next_gc_key++]), e->deleted_at});
+      }
+    }
+    if (truncating_) {  // R-CDC-3: every row below the truncate's sequence goes
+      floor_ = batch_floor_;
+      for (auto it = index_.begin(); it != index_.end();) {
+        if (it->second.seq < *floor_) {
+          if (it->second.row != no_row) {
+            store.erase(it->second.row);
+            ++stats.truncated_rows;
+          } else {
+            --tombstones_;
+          }
+          index_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (gc) collect_tombstones();
+  }
+
+  // With ignore_null_updates, a truncate acts on a row that survives it as a
+  // delete at the truncate's sequence would: values that columns ignoring
+  // nulls kept from changes below it are gone (R-CDC-1 with R-CDC-3, R-CDC-6).
+  static bool kept_below(const scd1_entry& e, const sequence_type& f) {
+    for (const auto& cs : e.ign.colseq)
+      if (cs && *cs < f) return true;
+    return false;
+  }
+  template <class Target>
+  static void clear_below(Target& t, scd1_entry& e, const sequence_type& f) {
+    if (!e.ign.since || *e.ign.since < f) e.ign.since = f;
+    mapping<Target>::for_each([&](auto tc, auto cc) {
+      using CC = decltype(cc);
+      if constexpr (ignored_cols::template is_ignored<CC>()) {
+        auto& cs = e.ign.colseq[ignored_cols::index(CC::name)];
+        if (cs && *cs < f) {
+          cs.reset();
+          decltype(tc)::get(t).reset();
+        }
+      }
+    });
+  }
+  template <class Store, class Target>
+  void plan_truncate_ignored(Store& store, detail::cdc_target_scratch<Target>& ts) {
+    const sequence_type& f = *batch_floor_;
+    absl::flat_hash_set<const scd1_entry*> planned;  // rare path: only when a truncate arrives
+    for (scd1_plan& p : plans1_) {
+      if (p.hit != nullptr) planned.insert(p.hit);
+      if (p.result == outcome::row) clear_below(ts.rows[p.slot], p.state, f);
+    }
+    for (auto& [k, e] : index_) {
+      if (e.row == no_row || e.seq < f || planned.contains(&e) || !kept_below(e, f)) continue;
+      scd1_plan p{&e, 0, outcome::row, ts.alloc(), e};
+      ts.rows[p.slot] = store.get(e.row);
+      clear_below(ts.rows[p.slot], p.state, f);
+      plans1_.push_back(std::move(p));
+    }
+  }
+
+  // Tombstone GC (R-CDC-2): tombstones older than the threshold go, oldest
+  // first; a queue entry whose key was changed since is stale and skipped.
+  void collect_tombstones() noexcept {
+    while (gc_head_ < gc_queue_.size()) {
+      auto& [key, at] = gc_queue_[gc_head_];
+      if (at + *settings_.tombstone_gc_threshold > now_) break;
+      auto it = index_.find(key);
+      if (it != index_.end() && it->second.row == no_row && it->second.deleted_at == at) {
+        index_.erase(it);
+        --tombstones_;
+      }
+      ++gc_head_;
+    }
+  }
+
+  // --- SCD type 2 ------------------------------------------------------------------------
+
+  template <class Store, class Target>
+  void plan_scd2(Store& store, detail::cdc_target_scratch<Target>& ts, BatchStats& stats) {
+    scratch_type& sc = *scratch_;
+    const std::size_t n = sc.groups.size();
+    index_.reserve(index_.size() + n);  // as in plan_scd1: plans point into the index
+    order_.clear();
+    plans2_.clear();
+    plans2_.reserve(n);
+    reps_.clear();
+    for (std::size_t g = 0; g < n; ++g) {
+      const auto& grp = sc.groups[g];
+      const std::uint32_t b = static_cast<std::uint32_t>(order_.size());
+      const std::uint32_t e = sort_group(grp, stats);
+      if (g + prefetch_distance < n) {
+        const auto& ahead = sc.groups[g + prefetch_distance];
+        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
+      }
+      auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
+      scd2_entry* hit = it == index_.end() ? nullptr : &it->second;
+      for (std::uint32_t k = b; k < e; ++k) {
+        ++(ops_[order_[k]] == op::remove ? stats.deleted_rows : stats.upserted_rows);
+      }
+      scd2_plan plan{hit, static_cast<std::uint32_t>(g), b, e,
+                     static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, true};
+      const std::vector<event>* hist = hit ? &hit->history : nullptr;
+      plan.append = hist == nullptr || hist->empty() || hist->back().seq < seqs_[order_[b]];
+      plan.v_begin = static_cast<std::uint32_t>(ts.used);
+      if (plan.append) {
+        // Continue from the current version (if the key is open).
+        std::uint32_t cur = detail::cdc_npos;
+        if (hit && !hit->versions.empty() &&
+            !end_col<Target>::get(store.get(hit->versions.back())).has_value()) {
+          cur = ts.alloc();
+          ts.rows[cur] = store.get(hit->versions.back());
+          plan.from = static_cast<std::uint32_t>(hit->versions.size() - 1);
+        } else {
+          plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
+        }
+        for (std::uint32_t k = b; k < e; ++k) {
+          const std::uint32_t c = order_[k];
+          walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.rows[c]);
+        }
+      } else {
+        // A late change: re-derive the key's history from its first change,
+        // merging the stored and the new changes (a new change replaces a
+        // stored one of equal sequence: a tie, R-CDC-5).
+        plan.from = 0;
+        std::uint32_t cur = detail::cdc_npos;
+        std::size_t i = 0;
+        std::uint32_t k = b;
+        while (i < hist->size() || k < e) {
+          const event* old = i < hist->size() ? &(*hist)[i] : nullptr;
+          const std::uint32_t c = k < e ? order_[k] : detail::cdc_npos;
+          if (c != detail::cdc_npos && (old == nullptr || !(old->seq < seqs_[c]))) {
+            if (old != nullptr && !(seqs_[c] < old->seq)) {  // tie with a stored change
+              ++stats.tied_rows;
+              if constexpr (opts::strict) {
+                if (!same_change(old->remove ? op::remove : op::upsert, old->row, ops_[c],
+                                 sc.rows[c])) {
+                  throw_tie(sc.rows[c], "as a stored change");
+                }
+              }
+              reps_.push_back({static_cast<std::uint32_t>(i), c});
+              ++i;
+            }
+            walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.rows[c]);
+            ++k;
+          } else {
+            walk_step<Target>(ts, cur, old->seq, old->remove, old->row);
+            ++i;
+          }
+        }
+      }
+      plan.v_end = static_cast<std::uint32_t>(ts.used);
+      plan.rep_end = static_cast<std::uint32_t>(reps_.size());
+      plans2_.push_back(plan);
+    }
+  }
+
+  // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
+  // (a scratch row) or cdc_npos; new versions are appended to the scratch rows.
+  template <class Target>
+  void walk_step(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                 const sequence_type& s, bool remove, const change_type& row) {
+    using M = mapping<Target>;
+    const bool open = cur != detail::cdc_npos;
+    if (remove) {  // a delete closes the current version
+      if (open) {
+        end_col<Target>::get(ts.rows[cur]) = s;
+        cur = detail::cdc_npos;
+      }
+      return;
+    }
+    const std::uint32_t cand = ts.alloc();
+    Target& t = ts.rows[cand];
+    if (open && opts::ignore_mode != 0) {
+      t = ts.rows[cur];
+      M::assign_keeping_ignored_nulls(t, row);
+    } else {
+      M::assign(t, row);
+    }
+    start_col<Target>::get(t) = s;
+    end_col<Target>::get(t).reset();
+    if (open && M::tracked_equal(ts.rows[cur], t)) {
+      // Same tracked values: the version is updated in place, keeping its start.
+      start_col<Target>::get(t) = start_col<Target>::get(ts.rows[cur]);
+      std::swap(ts.rows[cur], t);
+      --ts.used;  // cand was the last slot
+      return;
+    }
+    if (open) end_col<Target>::get(ts.rows[cur]) = s;  // closes the current version
+    cur = cand;
+  }
+
+  template <class Store>
+  void reserve_scd2(Store& store) {
+    scratch_type& sc = *scratch_;
+    std::size_t inserts = 0;
+    new_keys_.clear();
+    fresh_.clear();
+    for (const scd2_plan& p : plans2_) {
+      const std::size_t derived = p.v_end - p.v_begin;
+      const std::size_t events = (p.ev_end - p.ev_begin) - (p.rep_end - p.rep_begin);
+      if (p.hit == nullptr) {
+        new_keys_.push_back(key_(sc.rows[sc.groups[p.group].head]));
+        scd2_entry fresh;
+        fresh.history.reserve(events);
+        fresh.versions.reserve(derived);
+        fresh_.push_back(std::move(fresh));
+        inserts += derived;
+      } else {
+        detail::cdc_reserve_grow(p.hit->history, p.hit->history.size() + events);
+        detail::cdc_reserve_grow(p.hit->versions, p.from + derived);
+        if (p.from + derived > p.hit->versions.size()) {
+          inserts += p.from + derived - p.hit->versions.size();
+        }
+      }
+    }
+    store.reserve(inserts);
+  }
+
+  template <class Store, class Target>
+  void commit_scd2(Store& store, detail::cdc_target_scratch<Target>& ts) noexcept {
+    scratch_type& sc = *scratch_;
+    std::size_t next_new = 0;
+    for (scd2_plan& p : plans2_) {
+      scd2_entry* e = p.hit;
+      if (e == nullptr) {
+        e = &index_.emplace(std::move(new_keys_[next_new]), std::move(fresh_[next_new]))
+                 .first->second;
+        ++next_new;
+      }
+      // History: ties replace stored changes; the others are merged in.
+      const std::size_t old_size = e->history.size();
+      std::uint32_t r = p.rep_begin;
+      for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
+        const std::uint32_t c = order_[k];
+        if (r < p.rep_end && reps_[r].row == c) {
+          event& ev = e->history[reps_[r].pos];
+          ev.remove = ops_[c] == op::remove;
+          ev.row = std::move(sc.rows[c]);
+          ++r;
+          continue;
+        }
+        e->history.push_back(event{std::move(seqs_[c]), ops_[c] == op::remove, std::move(sc.rows[c])});
+      }
+      if (!p.append && old_size != 0 && old_size != e->history.size()) {
+        std::inplace_merge(e->history.begin(),
+                           e->history.begin() + static_cast<std::ptrdiff_t>(old_size),
+                           e->history.end(),
+                           [](const event& a, const event& b) { return a.seq < b.seq; });
+      }
+      // Versions: the derived ones replace those from p.from on.
+      std::size_t v = p.from;
+      for (std::uint32_t j = p.v_begin; j < p.v_end; ++j, ++v) {
+        if (v < e->versions.size()) {
+          store.assign(e->versions[v], std::move(ts.rows[j]));
+        } else {
+          e->versions.push_back(store.insert(std::move(ts.rows[j])));
+        }
+      }
+      while (e->versions.size() > v) {
+        store.erase(e->versions.back());
+        e->versions.pop_back();
+      }
+    }
+  }
+
+  // --- data ---------------------------------------------------------------------------------
+
+  std::string name_;
+  CdcSettings settings_;
+  [[no_unique_address]] std::tuple<Options...> options_{};
+  K key_{};
+  S seq_{};
+  const void* target_ = nullptr;
+  index_type index_{0, index_hash{}, index_eq{key_}};
+  std::optional<sequence_type> floor_;  // SCD1: highest truncate applied
+  std::size_t tombstones_ = 0;
+  std::vector<std::pair<key_type, cdc_clock::time_point>> gc_queue_;  // by deletion time
+  std::size_t gc_head_ = 0;
+
+  // Batch scratch, kept across batches so that steady state does not allocate.
+  std::unique_ptr<scratch_type> scratch_;
+  std::unique_ptr<detail::cdc_target_scratch_base> tscratch_;
+  const void* tscratch_tag_ = nullptr;
+  std::vector<sequence_type> seqs_;  // per batch row
+  std::vector<op> ops_;              // per batch row
+  std::vector<std::uint32_t> order_;  // rows of each group, by sequence
+  std::vector<scd1_plan> plans1_;
+  std::vector<scd2_plan> plans2_;
+  std::vector<replacement> reps_;
+  std::vector<key_type> new_keys_;
+  std::vector<key_type> gc_keys_;
+  std::vector<scd2_entry> fresh_;
+  std::optional<sequence_type> batch_floor_;
+  bool truncating_ = false;
+  std::size_t new_tombstones_ = 0;
+  cdc_clock::time_point now_{};
+};
+
+}  // namespace flowlib

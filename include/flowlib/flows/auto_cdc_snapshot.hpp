@@ -1,0 +1,361 @@
+// flowlib/flows/auto_cdc_snapshot.hpp
+//
+// AutoCdcFromSnapshot<Key, Scd, Options...>: AUTO CDC FROM SNAPSHOT
+// (SEMANTICS.md R-CDC-8). The source yields successive FULL snapshots of a
+// table, each with a version above the previous one; the flow turns each
+// into changes against the target: keys new in the snapshot are inserted,
+// keys whose row changed are updated, keys missing from it are deleted.
+// SCD type 1 keeps the current rows; SCD type 2 keeps versions, with the
+// snapshot versions as __START_AT/__END_AT.
+//
+//   struct Item { std::int64_t id; std::string a; std::string b; };
+//   FLOWLIB_SCHEMA(Item, id, a, b);
+//   struct ItemHistory { std::int64_t id; std::string a; std::string b;
+//                        std::int64_t start_at; std::optional<std::int64_t> end_at; };
+//   FLOWLIB_SCHEMA(ItemHistory, id, a, b, (start_at, "__START_AT"), (end_at, "__END_AT"));
+//
+//   using Flow = flowlib::AutoCdcFromSnapshot<
+//       flowlib::Key<&Item::id>, flowlib::Scd2<flowlib::track_history_column_list<"a">>>;
+//   flowlib::StreamingTable<ItemHistory> items{"items"};
+//   Flow flow{"items_from_snapshots"};
+//   // next() -> std::optional<std::pair<Rows, Version>>, called until it returns nullopt:
+//   flowlib::BatchStats s = flow.apply(items, next);
+//   flow.apply_snapshot(items, rows, 7);   // or one snapshot at a time
+//
+// Options: column_list<...> / except_column_list<...> (the snapshot columns
+// written to the target, mapped by name as in AutoCdc), snapshot_version<T>
+// (the version type, default std::int64_t; an SCD2 target's __START_AT has
+// this type); Scd2's track_history_column_list / _except_column_list.
+//
+// Each snapshot is applied all-or-nothing: a version not above the last one
+// fails with errc::version_not_increasing, a key twice in one snapshot with
+// errc::invalid_argument, and nothing of that snapshot is applied. apply()
+// applies the snapshots one after the other: those before a failing one stay
+// applied (each is its own micro-batch), and the error propagates.
+//
+// Cost: one probe per snapshot row, and one pass over the flow's keys per
+// snapshot to find deleted keys (a snapshot is a full table, so this is of
+// the order of the snapshot's size). Rows are compared column by column
+// (every mapped column needs operator==). State: one entry per current key.
+#pragma once
+
+#include <flowlib/flows/auto_cdc.hpp>
+
+#include <range/v3/view/move.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+
+/// @brief Option of AutoCdcFromSnapshot: the snapshot version type.
+template <class T>
+struct snapshot_version {
+  using value_type = T;
+};
+
+/// @brief AUTO CDC FROM SNAPSHOT (R-CDC-8). See the header comment.
+template <key_extractor K, class Scd = Scd1, class... Options>
+class AutoCdcFromSnapshot {
+  using opts = detail::cdc_options<Scd, Options...>;
+  static_assert(!opts::has_deletes && !opts::has_truncates && opts::ignore_mode == 0 &&
+                    !opts::strict,
+                "flowlib::AutoCdcFromSnapshot: deletes, truncates, ignore_null_updates and "
+                "strict_sequence are options of AutoCdc (a change feed); a snapshot flow "
+                "derives its changes from full snapshots. Options here: column_list / "
+                "except_column_list and snapshot_version<T>.");
+
+ public:
+  using key_policy = K;
+  using row_type = typename K::row_type;  ///< a row of a snapshot
+  using key_type = typename K::value_type;
+  using version_type = typename detail::find_option<detail::is_version, snapshot_version<std::int64_t>,
+                                                    Options...>::type::value_type;
+  static constexpr std::string_view kind = "AUTO CDC";
+  static constexpr bool is_scd2 = opts::scd2;
+  static_assert(std::totally_ordered<version_type>,
+                "flowlib::snapshot_version<T>: snapshot versions must be totally ordered.");
+
+  AutoCdcFromSnapshot() : AutoCdcFromSnapshot(std::string("auto_cdc_from_snapshot")) {}
+  explicit AutoCdcFromSnapshot(std::string name, K key = K{})
+      : name_(std::move(name)), key_(std::move(key)) {}
+  AutoCdcFromSnapshot(const AutoCdcFromSnapshot&) = delete;
+  AutoCdcFromSnapshot& operator=(const AutoCdcFromSnapshot&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  /// The version of the last snapshot applied.
+  const std::optional<version_type>& last_version() const noexcept { return last_; }
+  /// Keys currently present in the target.
+  std::size_t key_count() const noexcept { return index_.size(); }
+
+  /// Calls `next()` until it returns std::nullopt, applying each snapshot
+  /// (a std::pair<Rows, Version>, Rows any input range of row_type). Returns
+  /// the sum of the snapshots' metrics.
+  template <class Table, class Source>
+  BatchStats apply(Table& target, Source&& next) {
+    BatchStats total;
+    while (auto snap = next()) {
+      auto& [rows, version] = *snap;
+      const BatchStats s = apply_snapshot(target, ranges::views::move(rows), version_type(version));
+      total.input_rows += s.input_rows;
+      total.upserted_rows += s.upserted_rows;
+      total.deleted_rows += s.deleted_rows;
+      total.applied_rows += s.applied_rows;
+      total.inserted_rows += s.inserted_rows;
+    }
+    return total;
+  }
+
+  /// Applies one full snapshot with its version. All-or-nothing.
+  template <class Table, class R>
+    requires batch_of<R, row_type>
+  BatchStats apply_snapshot(Table& target, R&& rows, const version_type& version) {
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
+                  "(R-TABLE-1); write AUTO CDC FROM SNAPSHOT into a flowlib::StreamingTable.");
+    using Target = typename Table::row_type;
+    static_assert(detail::cdc_mapping_check<row_type, Target, opts>::ok);
+    if constexpr (is_scd2) {
+      static_assert(detail::cdc_scd2_bounds_check<
+                    version_type, typename detail::col_value<start_col<Target>>::type,
+                    typename detail::col_value<end_col<Target>>::type,
+                    !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
+    }
+    if (target_ != nullptr && target_ != &target) {
+      throw error(errc::invalid_target, name_, "", "",
+                  "this flow already maintains table '" +
+                      static_cast<const Table*>(target_)->name() +
+                      "'; a flow keeps the state of exactly one target");
+    }
+    if (last_ && !(*last_ < version)) {
+      throw error(errc::version_not_increasing, name_, "", "",
+                  "snapshot version " + detail::to_text(version) +
+                      " is not above the last applied version " + detail::to_text(*last_) +
+                      "; nothing of the snapshot was applied (R-CDC-8)");
+    }
+    BatchStats stats;
+    auto& ts = target_scratch<Target>();
+    ts.used = 0;
+    auto& store = target.store();
+    stage(rows, stats);
+    plan<Target>(store, ts, version, stats);
+    reserve(store);
+    target.claim(this, kind, name_, /*exclusive=*/true);
+    target_ = &target;
+    commit(store, ts);
+    last_ = version;
+    return stats;
+  }
+
+ private:
+  using traits = detail::key_traits<K>;
+  using probe = detail::cdc_probe<row_type>;
+  using scratch_type = detail::cdc_batch<K>;
+  template <class Target>
+  using mapping = detail::cdc_mapping<row_type, Target, opts>;
+  template <class Target>
+  using start_col = column_named_t<Target, "__START_AT">;
+  template <class Target>
+  using end_col = column_named_t<Target, "__END_AT">;
+  static constexpr row_id no_row = detail::cdc_npos;
+
+  struct entry {
+    row_id row;              // SCD1: the row; SCD2: the current version
+    std::uint64_t seen = 0;  // the last snapshot that contained the key
+  };
+  struct index_hash {
+    using is_transparent = void;
+    std::size_t operator()(const key_type& k) const { return absl::Hash<key_type>{}(k); }
+    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
+  };
+  struct index_eq {
+    using is_transparent = void;
+    K key;
+    bool operator()(const key_type& a, const key_type& b) const { return a == b; }
+    bool operator()(const key_type& a, const probe& p) const {
+      return traits::equal(key, *p.row, a);
+    }
+    bool operator()(const probe& p, const key_type& a) const { return (*this)(a, p); }
+  };
+  using index_type = absl::flat_hash_map<key_type, entry, index_hash, index_eq>;
+
+  enum class action : std::uint8_t { insert, assign, close_and_insert, remove, close };
+  struct step {
+    action what;
+    entry* hit;          // nullptr for insert of a new key
+    std::uint32_t slot;  // the new row (insert/assign/close_and_insert)
+    std::uint32_t closed;  // SCD2: the closed copy of the current version
+  };
+
+  template <class Target>
+  detail::cdc_target_scratch<Target>& target_scratch() {
+    using TS = detail::cdc_target_scratch<Target>;
+    if (!tscratch_ || tscratch_tag_ != TS::tag()) {
+      tscratch_ = std::make_unique<TS>();
+      tscratch_tag_ = TS::tag();
+    }
+    return static_cast<TS&>(*tscratch_);
+  }
+
+  // Phase 1: read the snapshot, one row per key.
+  template <class R>
+  void stage(R& rows, BatchStats& stats) {
+    if (!scratch_) scratch_ = std::make_unique<scratch_type>(key_);
+    scratch_type& sc = *scratch_;
+    constexpr bool move = detail::movable_elements<R>;
+    // Rows are only read while planning: a snapshot whose rows stay put is
+    // staged by reference, without copying each row.
+    constexpr bool refer = !move && std::ranges::forward_range<R>;
+    sc.reset(detail::size_hint(rows), refer);
+    for (auto&& in : rows) {
+      const row_type& r = in;
+      ++stats.input_rows;
+      const probe p{&r, traits::hash(key_, r)};
+      if (sc.contains(p)) {
+        throw error(errc::invalid_argument, name_, "", key_.describe(r),
+                    "the key appears twice in one snapshot; a snapshot holds one row per key. "
+                    "Nothing of the snapshot was applied (R-CDC-8)");
+      }
+      if constexpr (refer) {
+        sc.add_ref(r, p);
+      } else {
+        sc.template add<move>(std::forward<decltype(in)>(in), p);
+      }
+    }
+  }
+
+  // Phase 2: decide every change (may throw: copies rows; stamps `seen`,
+  // which no later snapshot reads as stale because the stamp increases).
+  template <class Target, class Store>
+  void plan(Store& store, detail::cdc_target_scratch<Target>& ts, const version_type& v,
+            BatchStats& stats) {
+    using M = mapping<Target>;
+    scratch_type& sc = *scratch_;
+    ++stamp_;
+    // Reserved first: the steps hold pointers into the index, which a rehash
+    // would invalidate (new keys are inserted at commit).
+    index_.reserve(index_.size() + sc.groups.size());
+    steps_.clear();
+    new_keys_.clear();
+    for (const auto& grp : sc.groups) {
+      const row_type& r = sc.row(grp.head);
+      auto it = index_.find(probe{&r, grp.hash});
+      if (it == index_.end()) {
+        const std::uint32_t slot = ts.alloc();
+        M::assign(ts.rows[slot], r);
+        if constexpr (is_scd2) {
+          start_col<Target>::get(ts.rows[slot]) = v;
+          end_col<Target>::get(ts.rows[slot]).reset();
+        }
+        new_keys_.push_back(key_(r));
+        steps_.push_back({action::insert, nullptr, slot, 0});
+        ++stats.upserted_rows;
+        ++stats.inserted_rows;
+        continue;
+      }
+      entry& e = it->second;
+      e.seen = stamp_;
+      const Target& cur = store.get(e.row);
+      if (M::equal_change(cur, r)) continue;  // unchanged: no write
+      ++stats.upserted_rows;
+      const std::uint32_t slot = ts.alloc();
+      M::assign(ts.rows[slot], r);
+      if constexpr (is_scd2) {
+        if (!M::tracked_equal(cur, ts.rows[slot])) {  // a new version
+          start_col<Target>::get(ts.rows[slot]) = v;
+          end_col<Target>::get(ts.rows[slot]).reset();
+          const std::uint32_t closed = ts.alloc();
+          ts.rows[closed] = store.get(e.row);
+          end_col<Target>::get(ts.rows[closed]) = v;
+          steps_.push_back({action::close_and_insert, &e, slot, closed});
+          continue;
+        }
+        // Only untracked columns changed: in place, keeping __START_AT.
+        start_col<Target>::get(ts.rows[slot]) = start_col<Target>::get(cur);
+        end_col<Target>::get(ts.rows[slot]).reset();
+      }
+      steps_.push_back({action::assign, &e, slot, 0});
+    }
+    // Keys missing from the snapshot are deleted (SCD2: closed at v).
+    for (auto& [k, e] : index_) {
+      if (e.seen == stamp_) continue;
+      ++stats.deleted_rows;
+      if constexpr (is_scd2) {
+        const std::uint32_t closed = ts.alloc();
+        ts.rows[closed] = store.get(e.row);
+        end_col<Target>::get(ts.rows[closed]) = v;
+        steps_.push_back({action::close, &e, 0, closed});
+      } else {
+        steps_.push_back({action::remove, &e, 0, 0});
+      }
+    }
+    stats.applied_rows = stats.upserted_rows + stats.deleted_rows;
+  }
+
+  template <class Store>
+  void reserve(Store& store) {
+    std::size_t inserts = 0;
+    for (const step& s : steps_) {
+      if (s.what == action::insert || s.what == action::close_and_insert) ++inserts;
+    }
+    store.reserve(inserts);
+  }
+
+  template <class Store, class Target>
+  void commit(Store& store, detail::cdc_target_scratch<Target>& ts) noexcept {
+    std::size_t next_key = 0;
+    for (const step& s : steps_) {
+      switch (s.what) {
+        case action::insert: {
+          const row_id id = store.insert(std::move(ts.rows[s.slot]));
+          index_.emplace(std::move(new_keys_[next_key++]), entry{id, stamp_});
+          break;
+        }
+        case action::assign:
+          store.assign(s.hit->row, std::move(ts.rows[s.slot]));
+          break;
+        case action::close_and_insert:
+          store.assign(s.hit->row, std::move(ts.rows[s.closed]));
+          s.hit->row = store.insert(std::move(ts.rows[s.slot]));
+          break;
+        case action::remove:
+          store.erase(s.hit->row);
+          s.hit->row = no_row;
+          break;
+        case action::close:
+          store.assign(s.hit->row, std::move(ts.rows[s.closed]));
+          s.hit->row = no_row;
+          break;
+      }
+    }
+    // Forget deleted keys (their pointers above are no longer used).
+    for (auto it = index_.begin(); it != index_.end();) {
+      if (it->second.row == no_row) {
+        index_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::string name_;
+  K key_{};
+  const void* target_ = nullptr;
+  std::optional<version_type> last_;
+  index_type index_{0, index_hash{}, index_eq{key_}};
+  std::uint64_t stamp_ = 0;
+  std::unique_ptr<scratch_type> scratch_;
+  std::unique_ptr<detail::cdc_target_scratch_base> tscratch_;
+  const void* tscratch_tag_ = nullptr;
+  std::vector<step> steps_;
+  std::vector<key_type> new_keys_;
+};
+
+}  // namespace flowlib

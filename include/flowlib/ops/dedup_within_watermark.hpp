@@ -1,0 +1,903 @@
+// flowlib/ops/dedup_within_watermark.hpp
+//
+// DedupWithinWatermark<Key, EventTime>: drops redelivered rows of an
+// at-least-once stream with state bounded by a watermark (SEMANTICS.md
+// section 4; Spark's dropDuplicatesWithinWatermark).
+//
+//   using Dedup = flowlib::DedupWithinWatermark<
+//       flowlib::Key<&Click::session_id, &Click::click_seq_num>,  // the identity
+//       flowlib::EventTime<&Click::click_ts>>;                     // the event time
+//   Dedup dedup{std::chrono::minutes(5)};          // the delay
+//   std::vector<Click> fresh = dedup.process(batch);  // any input range of Click
+//   flow.apply(table, fresh);                      // composes before any flow
+//   dedup.last_stats().duplicate_rows;             // per batch; total_stats() too
+//
+// Rules, per batch n (one call of process):
+//   - R-DEDUP-3: a row with event_time <= the watermark after batch n-1 is
+//     late: dropped and counted. Then, in batch order, the first row of an
+//     identity absent from the state is emitted and the identity stored with
+//     expires_at = event_time + delay (R-DEDUP-1); rows of an identity
+//     present in the state are dropped as duplicates and never extend it.
+//   - R-DEDUP-2: the watermark after batch n is max(watermark before, max
+//     event time of batch n - delay), over every row of the batch (late and
+//     duplicate rows included); none before the first row.
+//   - R-DEDUP-4: at the end of batch n, identities with expires_at <= the
+//     watermark after batch n are evicted: the state holds only identities
+//     seen within the delay, and an evicted identity is accepted again.
+//   - R-DEDUP-5: the identity need not contain the event time. With several
+//     inputs (a union), process(input, batch) tags each batch with its input;
+//     every input has its own watermark and the global one (used for late
+//     rows and eviction) is their min (default) or max.
+//   - R-DEDUP-6: save_state() / restore_state() give the state (identities
+//     with expiry, watermarks) as bytes for a checkpoint; the format is
+//     described at save_state() and in docs/dedup-within-watermark.md.
+//
+// All-or-nothing: if anything throws while a batch is processed (a row's copy
+// constructor, the key's copy, an allocation), the operator's state and
+// counters are exactly as before the call, and process_into leaves the
+// output vector as it was. Key hashing and equality must not throw.
+//
+// Performance. The state is a slab of {key, expires_at} entries indexed by
+// an absl::flat_hash_set of 32-bit slab positions (heterogeneous probes with
+// the row's precomputed hash: no key is built for a duplicate). Eviction
+// does not scan the state: entries are filed in time buckets of width
+// delay/32 (a std::map of bucket -> vector of slab positions, usually about
+// 64 buckets), so a batch visits only the buckets the watermark passed, plus
+// the one it stands in. Evicted slab positions are reused, bucket vectors are
+// recycled, and scratch space is kept between batches: no allocation per row
+// in steady state. Random-access batches are processed with software
+// prefetching of the probes a few rows ahead. Memory per identity: the key
+// and its expiry, 4 bytes of slab position in the index plus absl's control
+// byte, and 4 bytes in a bucket.
+#pragma once
+
+#include <flowlib/columns.hpp>
+#include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/type_traits.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/ops/watermark.hpp>
+
+#include <absl/container/flat_hash_set.h>
+#include <absl/hash/hash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+
+/// @brief What DedupWithinWatermark did: per batch (last_stats()) or summed
+/// over every batch since construction or restore (total_stats()).
+///
+/// Every input row is accounted for exactly once:
+/// input_rows == emitted_rows + late_rows + duplicate_rows.
+struct DedupStats {
+  std::uint64_t batches = 0;         ///< batches processed (1 for a per-batch record)
+  std::uint64_t input_rows = 0;      ///< rows read
+  std::uint64_t emitted_rows = 0;    ///< first rows of identities absent from the state
+  std::uint64_t late_rows = 0;       ///< event_time <= watermark before the batch (R-DEDUP-3)
+  std::uint64_t duplicate_rows = 0;  ///< rows of identities present in the state (R-DEDUP-3)
+  std::uint64_t evicted_keys = 0;    ///< identities evicted at the end of the batch(es) (R-DEDUP-4)
+  std::uint64_t state_keys = 0;      ///< identities held after the (last) batch
+  friend bool operator==(const DedupStats&, const DedupStats&) = default;
+};
+
+/// @brief Options of DedupWithinWatermark beyond the delay.
+struct DedupOptions {
+  /// Number of inputs combined into the stream (R-DEDUP-5); batches are
+  /// tagged with an input index below this.
+  std::size_t inputs = 1;
+  /// How the inputs' watermarks make the global one (R-DEDUP-5).
+  watermark_policy policy = watermark_policy::min;
+};
+
+namespace detail {
+
+// ---------------------------------------------------------------------------
+// State serialisation (R-DEDUP-6)
+// ---------------------------------------------------------------------------
+
+/// Appends fixed-width little-endian integers and length-prefixed bytes.
+struct byte_writer {
+  std::string& out;
+  template <class I>
+  void integer(I v) {
+    using U = std::make_unsigned_t<I>;
+    auto u = static_cast<U>(v);
+    for (std::size_t i = 0; i < sizeof(I); ++i) {
+      out.push_back(static_cast<char>(static_cast<unsigned char>(u & 0xffu)));
+      if constexpr (sizeof(I) > 1) u = static_cast<U>(u >> 8);
+    }
+  }
+  void bytes(std::string_view s) {
+    integer<std::uint64_t>(s.size());
+    out.append(s);
+  }
+};
+
+/// Reads what byte_writer wrote; throws flowlib::error on truncated input.
+struct byte_reader {
+  std::string_view in;
+  std::size_t pos = 0;
+  const std::string* flow = nullptr;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw error(errc::invalid_argument, *flow, "", "",
+                "cannot restore the state: " + what + " at byte " + std::to_string(pos) +
+                    "; the operator's state is unchanged (R-DEDUP-6)");
+  }
+  void need(std::size_t n) const {
+    if (in.size() - pos < n) fail("the data is truncated");
+  }
+  template <class I>
+  I integer() {
+    using U = std::make_unsigned_t<I>;
+    need(sizeof(I));
+    U u = 0;
+    for (std::size_t i = 0; i < sizeof(I); ++i) {
+      u = static_cast<U>(u | (static_cast<U>(static_cast<unsigned char>(in[pos + i])) << (8 * i)));
+    }
+    pos += sizeof(I);
+    return static_cast<I>(u);
+  }
+  std::string_view bytes() {
+    const auto n = integer<std::uint64_t>();
+    if (n > in.size() - pos) fail("a string's length runs past the end of the data");
+    std::string_view s = in.substr(pos, static_cast<std::size_t>(n));
+    pos += static_cast<std::size_t>(n);
+    return s;
+  }
+};
+
+template <class T>
+struct is_std_tuple : std::false_type {};
+template <class... Ts>
+struct is_std_tuple<std::tuple<Ts...>> : std::true_type {};
+
+template <class T>
+struct is_duration : std::false_type {};
+template <class R, class P>
+struct is_duration<std::chrono::duration<R, P>> : std::true_type {};
+
+/// Whether key_codec<T> can write T.
+template <class T>
+constexpr bool serialisable_key() {
+  if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_enum_v<T>) {
+    return true;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return true;
+  } else if constexpr (is_optional_v<T>) {
+    return serialisable_key<typename T::value_type>();
+  } else if constexpr (is_duration<T>::value) {
+    return std::is_integral_v<typename T::rep>;
+  } else if constexpr (is_time_point_v<T>) {
+    return std::is_integral_v<typename T::rep>;
+  } else if constexpr (is_std_tuple<T>::value) {
+    return []<class... Ts>(std::type_identity<std::tuple<Ts...>>) {
+      return (serialisable_key<Ts>() && ...);
+    }(std::type_identity<T>{});
+  } else {
+    return false;
+  }
+}
+
+/// Column-by-column encoding of a key value (see save_state()).
+template <class T>
+struct key_codec {
+  static void write(byte_writer& w, const T& v) {
+    if constexpr (std::is_same_v<T, bool>) {
+      w.integer<std::uint8_t>(v ? 1 : 0);
+    } else if constexpr (std::is_integral_v<T>) {
+      w.integer<T>(v);
+    } else if constexpr (std::is_enum_v<T>) {
+      w.integer<std::underlying_type_t<T>>(static_cast<std::underlying_type_t<T>>(v));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      w.bytes(v);
+    } else if constexpr (is_optional_v<T>) {
+      w.integer<std::uint8_t>(v.has_value() ? 1 : 0);
+      if (v) key_codec<typename T::value_type>::write(w, *v);
+    } else if constexpr (is_duration<T>::value) {
+      w.integer<typename T::rep>(v.count());
+    } else if constexpr (is_time_point_v<T>) {
+      w.integer<typename T::rep>(v.time_since_epoch().count());
+    } else {  // tuple
+      std::apply([&](const auto&... xs) {
+        (key_codec<std::remove_cvref_t<decltype(xs)>>::write(w, xs), ...);
+      }, v);
+    }
+  }
+  static T read(byte_reader& r) {
+    if constexpr (std::is_same_v<T, bool>) {
+      const auto b = r.integer<std::uint8_t>();
+      if (b > 1) r.fail("a boolean key column is neither 0 nor 1");
+      return b == 1;
+    } else if constexpr (std::is_integral_v<T>) {
+      return r.integer<T>();
+    } else if constexpr (std::is_enum_v<T>) {
+      return static_cast<T>(r.integer<std::underlying_type_t<T>>());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return std::string(r.bytes());
+    } else if constexpr (is_optional_v<T>) {
+      const auto present = r.integer<std::uint8_t>();
+      if (present > 1) r.fail("an optional key column's null flag is neither 0 nor 1");
+      if (present == 0) return T{};
+      return T{key_codec<typename T::value_type>::read(r)};
+    } else if constexpr (is_duration<T>::value) {
+      return T(r.integer<typename T::rep>());
+    } else if constexpr (is_time_point_v<T>) {
+      return T(typename T::duration(r.integer<typename T::rep>()));
+    } else {  // tuple: braced init evaluates left to right
+      return []<class... Ts>(byte_reader& rd, std::type_identity<std::tuple<Ts...>>) {
+        return std::tuple<Ts...>{key_codec<Ts>::read(rd)...};
+      }(r, std::type_identity<T>{});
+    }
+  }
+};
+
+/// Copies the key of `r` into `out`, reusing `out`'s buffers (a string key
+/// column is copy-assigned, so a recycled slot allocates nothing).
+template <class K>
+struct key_assign {
+  static void assign(const K& k, const typename K::row_type& r, typename K::value_type& out) {
+    out = k(r);
+  }
+};
+template <auto... Ms>
+struct key_assign<Key<Ms...>> {
+  using K = Key<Ms...>;
+  static void assign(const K&, const typename K::row_type& r, typename K::value_type& out) {
+    if constexpr (sizeof...(Ms) == 1) {
+      out = r.*K::first_member;
+    } else {
+      out = std::tie(r.*Ms...);
+    }
+  }
+};
+
+inline constexpr char dedup_magic[4] = {'F', 'L', 'D', 'W'};
+inline constexpr std::uint8_t dedup_format_version = 1;
+
+}  // namespace detail
+
+/// @brief Deduplication within a watermark (SEMANTICS.md section 4). See the
+/// header comment for the rules, the guarantees and the costs.
+///
+/// @tparam K  the identity: a key extractor such as Key<&Row::id> or
+///            Key<&Row::session_id, &Row::seq_num>; it need not contain the
+///            event time.
+/// @tparam T  the event time: EventTime<&Row::ts> (an integer or an
+///            integer-based std::chrono::time_point column).
+template <class K, class T>
+class DedupWithinWatermark {
+  static_assert(key_extractor<K>,
+                "flowlib::DedupWithinWatermark<Key, EventTime>: the first argument must be the "
+                "identity, a key extractor such as flowlib::Key<&Row::id> or "
+                "flowlib::Key<&Row::session_id, &Row::seq_num>.");
+  static_assert(event_time_extractor<T>,
+                "flowlib::DedupWithinWatermark<Key, EventTime>: the second argument must be the "
+                "event-time column, such as flowlib::EventTime<&Row::ts> (an integer or a "
+                "std::chrono::time_point with an integer representation) (R-DEDUP-5).");
+  static_assert(std::is_same_v<typename K::row_type, typename T::row_type>,
+                "flowlib::DedupWithinWatermark<Key, EventTime>: the identity and the event time "
+                "must be columns of the same row type.");
+
+  using time_traits = detail::event_time_traits<typename T::value_type>;
+  using rep = typename time_traits::rep;
+  using traits = detail::key_traits<K>;
+
+ public:
+  using key_policy = K;
+  using event_time_policy = T;
+  using row_type = typename K::row_type;
+  using key_type = typename K::value_type;
+  /// The event time's type: the integer, or the std::chrono::time_point.
+  using time_type = typename T::value_type;
+  /// The delay's type: the integer, or the time point's duration.
+  using delay_type = typename time_traits::duration_type;
+  static constexpr std::string_view kind = "DEDUP WITHIN WATERMARK";
+
+  /// @param delay  how long after its first row's event time an identity is
+  ///               remembered; must not be negative.
+  explicit DedupWithinWatermark(delay_type delay, std::string name = "dedup_within_watermark",
+                                DedupOptions options = {}, K key = K{}, T time = T{})
+      : name_(std::move(name)),
+        key_(std::move(key)),
+        time_(std::move(time)),
+        delay_(time_traits::delay_rep(delay)),
+        state_(std::make_unique<state>(key_)) {
+    if (is_negative(delay_)) {
+      throw error(errc::invalid_argument, name_, time_.name(), "",
+                  "the watermark delay must not be negative");
+    }
+    if (options.inputs == 0) {
+      throw error(errc::invalid_argument, name_, "", "", "a stream needs at least one input");
+    }
+    wm_.inputs.assign(options.inputs, std::nullopt);
+    wm_.policy = options.policy;
+    // About 32 buckets per delay: eviction touches the buckets the watermark
+    // passed plus one partial bucket (about 1/32 of the state), and a state
+    // spanning (watermark, max event + delay] has about 64 buckets.
+    state_->granule = std::max<rep>(rep{1}, static_cast<rep>(delay_ / 32));
+  }
+
+  DedupWithinWatermark(DedupWithinWatermark&&) noexcept = default;
+  DedupWithinWatermark& operator=(DedupWithinWatermark&&) noexcept = default;
+  DedupWithinWatermark(const DedupWithinWatermark&) = delete;
+  DedupWithinWatermark& operator=(const DedupWithinWatermark&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  delay_type delay() const noexcept { return delay_type(delay_); }
+  std::size_t inputs() const noexcept { return wm_.inputs.size(); }
+  watermark_policy policy() const noexcept { return wm_.policy; }
+
+  // --- Processing -------------------------------------------------------------
+
+  /// Processes one batch of the (only) input; returns the surviving rows in
+  /// batch order. All-or-nothing.
+  template <class R>
+  std::vector<row_type> process(R&& batch) {
+    return process(std::size_t{0}, std::forward<R>(batch));
+  }
+
+  /// Processes one batch of input `input` (R-DEDUP-5). All-or-nothing.
+  template <class R>
+  std::vector<row_type> process(std::size_t input, R&& batch) {
+    std::vector<row_type> out;
+    process_into(input, std::forward<R>(batch), out);
+    return out;
+  }
+
+  /// Appends the surviving rows of one batch to `out` (reuse `out` across
+  /// batches to avoid allocating). On an exception `out` is as before.
+  template <class R>
+  void process_into(R&& batch, std::vector<row_type>& out) {
+    process_into(std::size_t{0}, std::forward<R>(batch), out);
+  }
+
+  /// Appends the surviving rows of one batch of input `input` to `out`.
+  template <class R>
+  void process_into(std::size_t input, R&& batch, std::vector<row_type>& out) {
+    static_assert(batch_of<R, row_type>,
+                  "flowlib::DedupWithinWatermark::process takes a batch: an input range (a "
+                  "std::vector, a view, ...) whose elements are the operator's row type, the row "
+                  "type of its Key and EventTime columns (R-DEDUP-5).");
+    if constexpr (batch_of<R, row_type>) {
+      if (input >= wm_.inputs.size()) {
+        throw error(errc::invalid_argument, name_, "", "",
+                    "input index " + std::to_string(input) + " is out of range: the operator has " +
+                        std::to_string(wm_.inputs.size()) + " input(s) (DedupOptions::inputs)");
+      }
+      run(input, batch, out);
+    }
+  }
+
+  // --- Observing ----------------------------------------------------------------
+
+  /// Counters of the last batch.
+  const DedupStats& last_stats() const noexcept { return last_; }
+  /// Counters summed over all batches; state_keys is the current state size.
+  const DedupStats& total_stats() const noexcept { return total_; }
+
+  /// The global watermark (none before any row).
+  std::optional<time_type> watermark() const {
+    if (!wm_.global) return std::nullopt;
+    return time_traits::from_rep(*wm_.global);
+  }
+  /// The watermark of input `i` (none before its first row).
+  std::optional<time_type> input_watermark(std::size_t i) const {
+    const auto& w = wm_.inputs.at(i);
+    if (!w) return std::nullopt;
+    return time_traits::from_rep(*w);
+  }
+
+  /// Number of identities in the state.
+  std::size_t state_size() const noexcept { return state_->index.size(); }
+  bool contains(const key_type& k) const { return find(k) != nullptr; }
+  /// When the identity `k` expires, if it is in the state.
+  std::optional<time_type> expires_at(const key_type& k) const {
+    const entry* e = find(k);
+    if (e == nullptr) return std::nullopt;
+    return time_traits::from_rep(e->expires);
+  }
+  /// The identities in the state, sorted.
+  std::vector<key_type> state_keys() const {
+    std::vector<key_type> out;
+    out.reserve(state_size());
+    for (const auto& [id, slots] : state_->buckets)
+      for (std::uint32_t s : slots) out.push_back(state_->slab[s].key);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  /// Bytes the state occupies in its containers (capacities, not sizes; the
+  /// heap buffers of long string keys are not included).
+  std::size_t state_memory_bytes() const noexcept {
+    const state& s = *state_;
+    std::size_t b = s.slab.capacity() * sizeof(entry) + s.free.capacity() * sizeof(std::uint32_t);
+    // absl's flat_hash_set: one slot and one control byte per capacity, plus
+    // a group of cloned control bytes.
+    b += s.index.capacity() * (sizeof(std::uint32_t) + 1) + 16;
+    for (const auto& [id, v] : s.buckets) b += v.capacity() * sizeof(std::uint32_t) + 64;
+    for (const auto& v : s.spares) b += v.capacity() * sizeof(std::uint32_t) + sizeof(v);
+    b += s.added.capacity() * sizeof(added_entry);
+    return b;
+  }
+
+  // --- Checkpoint (R-DEDUP-6) -------------------------------------------------------
+
+  /// The state as bytes, for a checkpoint. Format (all integers little-endian,
+  /// fixed width; `rep` is the event time's integer representation, of
+  /// sizeof(rep) bytes):
+  ///
+  ///   "FLDW"  u8 version (1)  u8 time kind (0 integer, 1 time_point)
+  ///   u8 sizeof(rep)  u8 policy (0 min, 1 max)
+  ///   rep delay  u32 inputs
+  ///   u8 has_global [rep global]           the global watermark
+  ///   inputs x (u8 has [rep watermark])    each input's watermark
+  ///   u64 count
+  ///   count x (rep expires_at, key)        identities, in expiry order
+  ///
+  /// A key is written column by column: integers and enums at their own
+  /// width, bool as u8, std::string as u64 length + bytes, std::optional as
+  /// u8 (0 null, 1 present) + value, std::chrono durations and time points
+  /// as their integer count; a tuple key is its columns in order. Key column
+  /// types outside this list are rejected at compile time.
+  std::string save_state() const {
+    static_assert(detail::serialisable_key<key_type>(),
+                  "flowlib::DedupWithinWatermark::save_state: a key column's type cannot be "
+                  "serialised. Checkpointed identity columns must be integers, bool, enums, "
+                  "std::string, std::chrono durations or time points, or std::optional of "
+                  "those; convert other columns to one of these (R-DEDUP-6).");
+    std::string out;
+    detail::byte_writer w{out};
+    out.append(detail::dedup_magic, sizeof detail::dedup_magic);
+    w.integer<std::uint8_t>(detail::dedup_format_version);
+    w.integer<std::uint8_t>(time_traits::is_time_point ? 1 : 0);
+    w.integer<std::uint8_t>(sizeof(rep));
+    w.integer<std::uint8_t>(wm_.policy == watermark_policy::min ? 0 : 1);
+    w.integer<rep>(delay_);
+    w.integer<std::uint32_t>(static_cast<std::uint32_t>(wm_.inputs.size()));
+    const auto opt = [&](const std::optional<rep>& v) {
+      w.integer<std::uint8_t>(v ? 1 : 0);
+      if (v) w.integer<rep>(*v);
+    };
+    opt(wm_.global);
+    for (const auto& i : wm_.inputs) opt(i);
+    w.integer<std::uint64_t>(state_size());
+    std::vector<std::uint32_t> order;
+    order.reserve(state_size());
+    for (const auto& [id, slots] : state_->buckets) order.insert(order.end(), slots.begin(), slots.end());
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return state_->slab[a].expires < state_->slab[b].expires;
+    });
+    for (std::uint32_t s : order) {
+      w.integer<rep>(state_->slab[s].expires);
+      detail::key_codec<key_type>::write(w, state_->slab[s].key);
+    }
+    return out;
+  }
+
+  /// Replaces the state with one saved by save_state(). The data must come
+  /// from an operator with the same key and event-time types and the same
+  /// number of inputs; the delay and policy in the data replace this
+  /// operator's. Throws flowlib::error (errc::invalid_argument) on malformed
+  /// data, leaving the state unchanged. Counters are reset.
+  void restore_state(std::string_view data) {
+    static_assert(detail::serialisable_key<key_type>(),
+                  "flowlib::DedupWithinWatermark::restore_state: a key column's type cannot be "
+                  "serialised. Checkpointed identity columns must be integers, bool, enums, "
+                  "std::string, std::chrono durations or time points, or std::optional of "
+                  "those; convert other columns to one of these (R-DEDUP-6).");
+    detail::byte_reader r{data, 0, &name_};
+    r.need(sizeof detail::dedup_magic);
+    if (data.substr(0, sizeof detail::dedup_magic) !=
+        std::string_view(detail::dedup_magic, sizeof detail::dedup_magic)) {
+      r.fail("the data does not start with \"FLDW\" (not a DedupWithinWatermark state)");
+    }
+    r.pos = sizeof detail::dedup_magic;
+    if (r.integer<std::uint8_t>() != detail::dedup_format_version) r.fail("unknown format version");
+    if (r.integer<std::uint8_t>() != (time_traits::is_time_point ? 1 : 0) ||
+        r.integer<std::uint8_t>() != sizeof(rep)) {
+      r.fail("the event-time type differs from this operator's");
+    }
+    const auto policy = r.integer<std::uint8_t>();
+    if (policy > 1) r.fail("unknown watermark policy");
+    const rep delay = r.integer<rep>();
+    if (is_negative(delay)) r.fail("negative delay");
+    if (r.integer<std::uint32_t>() != wm_.inputs.size()) {
+      r.fail("the number of inputs differs from this operator's (" +
+             std::to_string(wm_.inputs.size()) + ")");
+    }
+    detail::watermark_state<rep> wm;
+    wm.policy = policy == 0 ? watermark_policy::min : watermark_policy::max;
+    const auto opt = [&]() -> std::optional<rep> {
+      const auto has = r.integer<std::uint8_t>();
+      if (has > 1) r.fail("a watermark flag is neither 0 nor 1");
+      if (has == 0) return std::nullopt;
+      return r.integer<rep>();
+    };
+    wm.global = opt();
+    for (std::size_t i = 0; i < wm_.inputs.size(); ++i) wm.inputs.push_back(opt());
+    const auto count = r.integer<std::uint64_t>();
+    if (count > 0xfffffffeu) r.fail("too many identities");
+    auto fresh = std::make_unique<state>(key_);
+    fresh->granule = std::max<rep>(rep{1}, static_cast<rep>(delay / 32));
+    fresh->slab.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, data.size())));
+    fresh->index.reserve(fresh->slab.capacity());
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const rep expires = r.integer<rep>();
+      if (wm.global && expires <= *wm.global) r.fail("an identity expired at or before the watermark");
+      key_type k = detail::key_codec<key_type>::read(r);
+      const auto slot = static_cast<std::uint32_t>(fresh->slab.size());
+      fresh->slab.push_back(entry{std::move(k), expires});
+      if (!fresh->index.insert(slot).second) r.fail("an identity appears twice");
+      fresh->bucket_for(expires).push_back(slot);
+    }
+    if (r.pos != data.size()) r.fail("unexpected bytes after the last identity");
+    // Commit (nothing below throws).
+    state_ = std::move(fresh);
+    wm_ = std::move(wm);
+    delay_ = delay;
+    last_ = DedupStats{};
+    total_ = DedupStats{};
+    total_.state_keys = state_size();
+  }
+
+ private:
+  struct entry {
+    key_type key;
+    rep expires;
+  };
+  struct added_entry {
+    std::uint32_t slot;
+    std::size_t hash;
+  };
+  struct row_probe {
+    const row_type* row;
+    std::size_t hash;
+  };
+  struct key_probe {
+    const key_type* key;
+    std::size_t hash;
+  };
+  struct slot_probe {  // a known slot (erasure): compared by position, never by key
+    std::uint32_t slot;
+    std::size_t hash;
+  };
+
+  struct state;
+  struct hasher {
+    using is_transparent = void;
+    const state* s;
+    std::size_t operator()(std::uint32_t slot) const {
+      return absl::Hash<key_type>{}(s->slab[slot].key);
+    }
+    std::size_t operator()(const row_probe& p) const noexcept { return p.hash; }
+    std::size_t operator()(const key_probe& p) const noexcept { return p.hash; }
+    std::size_t operator()(const slot_probe& p) const noexcept { return p.hash; }
+  };
+  struct equal {
+    using is_transparent = void;
+    const state* s;
+    bool operator()(std::uint32_t a, std::uint32_t b) const {
+      return a == b || s->slab[a].key == s->slab[b].key;
+    }
+    bool operator()(std::uint32_t a, const row_probe& p) const {
+      return traits::equal(s->key, *p.row, s->slab[a].key);
+    }
+    bool operator()(std::uint32_t a, const key_probe& p) const { return s->slab[a].key == *p.key; }
+    bool operator()(std::uint32_t a, const slot_probe& p) const noexcept { return a == p.slot; }
+    template <class P>
+    bool operator()(const P& p, std::uint32_t a) const {
+      return (*this)(a, p);
+    }
+  };
+  using index_type = absl::flat_hash_set<std::uint32_t, hasher, equal>;
+
+  // Heap-allocated so that the index's functors may point into it and the
+  // operator stays movable.
+  struct state {
+    explicit state(const K& k) : key(k), index(0, hasher{this}, equal{this}) {}
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+
+    K key;
+    rep granule = 1;                 // bucket width in event-time ticks
+    std::vector<entry> slab;         // identities; free positions are listed in `free`
+    std::vector<std::uint32_t> free; // reusable slab positions (evicted identities)
+    index_type index;                // slab positions of live identities
+    std::map<rep, std::vector<std::uint32_t>> buckets;  // floor(expires/granule) -> positions
+    std::vector<std::vector<std::uint32_t>> spares;     // emptied bucket vectors, for reuse
+    std::vector<added_entry> added;  // this batch's new identities (the undo log)
+    // The bucket the last identity was filed into (most arrive in order).
+    rep cached_id{};
+    std::vector<std::uint32_t>* cached = nullptr;
+
+    rep bucket_id(rep expires) const noexcept {
+      rep q = static_cast<rep>(expires / granule);
+      if constexpr (std::is_signed_v<rep>) {
+        if (expires % granule != 0 && expires < rep{0}) --q;  // floor division
+      }
+      return q;
+    }
+    /// The bucket of `expires`, created (from a spare vector) if needed. May throw.
+    std::vector<std::uint32_t>& bucket_for(rep expires) {
+      const rep id = bucket_id(expires);
+      if (cached != nullptr && cached_id == id) return *cached;
+      auto it = buckets.find(id);
+      if (it == buckets.end()) {
+        std::vector<std::uint32_t> v;
+        if (!spares.empty()) v = std::move(spares.back());
+        // If this throws, the spare's buffer is freed with v: nothing observable changes.
+        it = buckets.emplace(id, std::move(v)).first;
+        if (!spares.empty() && spares.back().capacity() == 0) spares.pop_back();
+      }
+      cached_id = id;
+      cached = &it->second;
+      return it->second;
+    }
+  };
+
+  static constexpr bool is_negative(rep v) noexcept {
+    if constexpr (std::is_signed_v<rep>) {
+      return v < rep{0};
+    } else {
+      return false;
+    }
+  }
+
+  const entry* find(const key_type& k) const {
+    const state& s = *state_;
+    auto it = s.index.find(key_probe{&k, absl::Hash<key_type>{}(k)});
+    if (it == s.index.end()) return nullptr;
+    return &s.slab[*it];
+  }
+
+  // How many rows ahead random-access batches prefetch their index probes.
+  static constexpr std::size_t prefetch_distance = 8;
+
+  /// Handles one non-late row: duplicate, or a new identity (stored, emitted).
+  ///
+  /// One probe per row: the row's entry is written first into a candidate
+  /// slab position (a free one, or a spare at the slab's end), then
+  /// lazy_emplace either finds the identity (a duplicate: the candidate stays
+  /// free for the next row) or indexes the candidate. A position not in the
+  /// index is not part of the state, so a throw before the index holds it
+  /// changes nothing.
+  template <bool Move, class In>
+  void accept(state& s, In&& in, const row_type& r, std::size_t h, rep et, std::size_t& free_used,
+              bool& spare, std::size_t& filed, std::vector<row_type>& out, DedupStats& st) {
+    if (s.added.size() == s.added.capacity()) s.added.reserve(s.added.size() * 2 + 64);
+    const rep expires = detail::saturating_add(et, delay_);
+    std::uint32_t slot;
+    const bool from_free = free_used < s.free.size();
+    if (from_free || spare) {
+      slot = from_free ? s.free[s.free.size() - 1 - free_used]
+                       : static_cast<std::uint32_t>(s.slab.size() - 1);
+      detail::key_assign<K>::assign(key_, r, s.slab[slot].key);
+      s.slab[slot].expires = expires;
+    } else {
+      if (s.slab.size() >= 0xfffffffeu) {
+        throw error(errc::invalid_argument, name_, "", key_.describe(r),
+                    "the state cannot hold more than 2^32 - 2 identities; shorten the delay");
+      }
+      if (s.slab.size() == s.slab.capacity()) {
+        s.slab.reserve(s.slab.size() + s.slab.size() / 4 + 64);  // grow by 1.25x: state memory
+      }
+      slot = static_cast<std::uint32_t>(s.slab.size());
+      s.slab.push_back(entry{key_(r), expires});
+      spare = true;
+    }
+    bool inserted = false;
+    s.index.lazy_emplace(row_probe{&r, h}, [&](const auto& ctor) {
+      ctor(slot);
+      inserted = true;
+    });
+    if (!inserted) {
+      ++st.duplicate_rows;
+      return;
+    }
+    if (from_free) {
+      ++free_used;
+    } else {
+      spare = false;
+    }
+    s.added.push_back({slot, h});  // capacity reserved above: cannot throw
+    s.bucket_for(expires).push_back(slot);
+    ++filed;
+    ++st.emitted_rows;
+    if constexpr (Move) {
+      out.push_back(std::move(in));
+    } else {
+      out.push_back(r);
+    }
+  }
+
+  template <class R>
+  void run(std::size_t input, R& batch, std::vector<row_type>& out) {
+    state& s = *state_;
+    const std::size_t out_before = out.size();
+    const std::size_t slab_before = s.slab.size();
+    std::size_t free_used = 0;
+    bool spare = false;  // the slab's last entry is a candidate, not (yet) state
+    s.added.clear();
+    DedupStats st;
+    st.batches = 1;
+    const std::optional<rep> wm = wm_.global;  // the watermark after the previous batch
+    rep max_et = std::numeric_limits<rep>::lowest();
+    bool any = false;
+    constexpr bool move = detail::movable_elements<R>;
+    std::size_t filed = 0;
+    std::optional<rep> next_global;
+    std::optional<rep> next_input;
+    try {
+      if (const std::size_t hint = detail::size_hint(batch); hint > out.capacity() - out.size()) {
+        out.reserve(out.size() + hint);
+      }
+      if constexpr (std::ranges::random_access_range<R> && std::ranges::sized_range<R>) {
+        // Hashes are computed prefetch_distance rows ahead and kept in a
+        // small ring, so every probe finds its index group in cache.
+        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
+        auto first = std::ranges::begin(batch);
+        constexpr std::size_t ring = 16;
+        static_assert(ring > prefetch_distance);
+        std::size_t hashes[ring];
+        const auto prime = [&](std::size_t j) {
+          const row_type& rj = first[static_cast<std::ptrdiff_t>(j)];
+          hashes[j % ring] = traits::hash(key_, rj);
+          s.index.prefetch(row_probe{&rj, hashes[j % ring]});
+        };
+        for (std::size_t j = 0; j < std::min(n, prefetch_distance); ++j) prime(j);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (i + prefetch_distance < n) prime(i + prefetch_distance);
+          auto&& in = first[static_cast<std::ptrdiff_t>(i)];
+          const row_type& r = in;
+          ++st.input_rows;
+          const rep et = time_traits::to_rep(time_(r));
+          any = true;
+          if (max_et < et) max_et = et;
+          if (wm && et <= *wm) {
+            ++st.late_rows;
+            continue;
+          }
+          accept<move>(s, std::forward<decltype(in)>(in), r, hashes[i % ring], et, free_used, spare,
+                       filed, out, st);
+        }
+      } else {
+        for (auto&& in : batch) {
+          const row_type& r = in;
+          ++st.input_rows;
+          const rep et = time_traits::to_rep(time_(r));
+          any = true;
+          if (max_et < et) max_et = et;
+          if (wm && et <= *wm) {
+            ++st.late_rows;
+            continue;
+          }
+          accept<move>(s, std::forward<decltype(in)>(in), r, traits::hash(key_, r), et, free_used,
+                       spare, filed, out, st);
+        }
+      }
+      // Make the eviction below infallible: room for every position it may
+      // free and for every bucket vector it may retire.
+      next_global = wm_.next(input, any ? std::optional<rep>(max_et) : std::nullopt, delay_, next_input);
+      if (next_global) {
+        const rep bw = s.bucket_id(*next_global);
+        std::size_t slots = 0;
+        std::size_t vectors = 0;
+        for (auto it = s.buckets.begin(); it != s.buckets.end() && it->first <= bw; ++it) {
+          slots += it->second.size();
+          ++vectors;
+        }
+        const std::size_t free_left = s.free.size() - free_used;
+        if (s.free.capacity() < free_left + slots) s.free.reserve(free_left + slots);
+        if (s.spares.capacity() < s.spares.size() + vectors) s.spares.reserve(s.spares.size() + vectors);
+      }
+    } catch (...) {
+      // Undo, in reverse: bucket filings, index insertions, slab growth, output.
+      while (filed > 0) {
+        --filed;
+        const added_entry& a = s.added[filed];
+        auto it = s.buckets.find(s.bucket_id(s.slab[a.slot].expires));
+        it->second.pop_back();
+      }
+      for (const added_entry& a : s.added) s.index.erase(slot_probe{a.slot, a.hash});
+      s.added.clear();
+      s.slab.erase(s.slab.begin() + static_cast<std::ptrdiff_t>(slab_before), s.slab.end());
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(out_before), out.end());
+      throw;
+    }
+    // Commit: nothing below throws.
+    if (spare) s.slab.pop_back();
+    s.free.resize(s.free.size() - free_used);
+    s.added.clear();
+    wm_.inputs[input] = next_input;
+    wm_.global = next_global;
+    if (wm_.global) st.evicted_keys = evict(s, *wm_.global);
+    st.state_keys = s.index.size();
+    last_ = st;
+    total_.batches += st.batches;
+    total_.input_rows += st.input_rows;
+    total_.emitted_rows += st.emitted_rows;
+    total_.late_rows += st.late_rows;
+    total_.duplicate_rows += st.duplicate_rows;
+    total_.evicted_keys += st.evicted_keys;
+    total_.state_keys = st.state_keys;
+  }
+
+  /// Evicts every identity with expires <= wm (R-DEDUP-4); returns how many.
+  /// Capacity for the freed positions and retired vectors was reserved.
+  std::uint64_t evict(state& s, rep wm) noexcept {
+    const rep bw = s.bucket_id(wm);
+    std::uint64_t evicted = 0;
+    auto drop = [&](std::uint32_t slot) {
+      s.index.erase(slot_probe{slot, absl::Hash<key_type>{}(s.slab[slot].key)});
+      s.free.push_back(slot);
+      ++evicted;
+    };
+    for (auto it = s.buckets.begin(); it != s.buckets.end() && it->first <= bw;) {
+      std::vector<std::uint32_t>& v = it->second;
+      if (it->first < bw) {  // the whole bucket expired
+        // Two-stage prefetch: slab entries 2d ahead, their index groups d ahead.
+        const std::size_t n = v.size();
+        constexpr std::size_t d = prefetch_distance;
+        constexpr std::size_t ring = 16;
+        static_assert(ring > d);
+        std::size_t hashes[ring];
+        const auto prime = [&](std::size_t j) {
+          hashes[j % ring] = absl::Hash<key_type>{}(s.slab[v[j]].key);
+          s.index.prefetch(slot_probe{v[j], hashes[j % ring]});
+        };
+        for (std::size_t j = 0; j < std::min(n, 2 * d); ++j) __builtin_prefetch(&s.slab[v[j]]);
+        for (std::size_t j = 0; j < std::min(n, d); ++j) prime(j);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (i + 2 * d < n) __builtin_prefetch(&s.slab[v[i + 2 * d]]);
+          if (i + d < n) prime(i + d);
+          s.index.erase(slot_probe{v[i], hashes[i % ring]});
+          s.free.push_back(v[i]);
+        }
+        evicted += n;
+      } else {  // the bucket the watermark stands in: keep the later entries
+        std::size_t kept = 0;
+        for (std::uint32_t slot : v) {
+          if (s.slab[slot].expires <= wm) {
+            drop(slot);
+          } else {
+            v[kept++] = slot;
+          }
+        }
+        v.resize(kept);
+        if (kept != 0) break;
+      }
+      v.clear();
+      if (s.cached == &v) s.cached = nullptr;
+      if (v.capacity() != 0) s.spares.push_back(std::move(v));  // reserved
+      it = s.buckets.erase(it);
+    }
+    return evicted;
+  }
+
+  std::string name_;
+  K key_;
+  T time_;
+  rep delay_;
+  std::unique_ptr<state> state_;
+  detail::watermark_state<rep> wm_;
+  DedupStats last_;
+  DedupStats total_;
+};
+
+}  // namespace flowlib

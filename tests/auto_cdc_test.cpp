@@ -1,0 +1,600 @@
+// AUTO CDC: the reference vectors of SEMANTICS.md section 3, and every
+// option (R-CDC-1..R-CDC-7). Randomised reference-model tests are in
+// auto_cdc_random_test.cpp, AUTO CDC FROM SNAPSHOT in auto_cdc_snapshot_test.cpp.
+#include <flowlib/flows/auto_cdc.hpp>
+#include <flowlib/table.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace fl = flowlib;
+
+namespace users {
+
+using ostr = std::optional<std::string>;
+
+struct Change {
+  std::int64_t userId;
+  ostr name;
+  ostr city;
+  std::string operation;
+  std::optional<std::int64_t> sequenceNum;
+};
+FLOWLIB_SCHEMA(Change, userId, name, city, operation, sequenceNum);
+
+struct User {
+  std::int64_t userId;
+  ostr name;
+  ostr city;
+  friend bool operator==(const User&, const User&) = default;
+};
+FLOWLIB_SCHEMA(User, userId, name, city);
+
+struct UserHistory {
+  std::int64_t userId;
+  ostr name;
+  ostr city;
+  std::int64_t start_at;
+  std::optional<std::int64_t> end_at;
+  friend bool operator==(const UserHistory&, const UserHistory&) = default;
+};
+FLOWLIB_SCHEMA(UserHistory, userId, name, city, (start_at, "__START_AT"), (end_at, "__END_AT"));
+
+struct IsDelete {
+  bool operator()(const Change& c) const { return c.operation == "DELETE"; }
+};
+struct IsTruncate {
+  bool operator()(const Change& c) const { return c.operation == "TRUNCATE"; }
+};
+
+using UserKey = fl::Key<&Change::userId>;
+using UserSeq = fl::Seq<&Change::sequenceNum>;
+using NotStored = fl::except_column_list<"operation", "sequenceNum">;
+
+using Scd1Flow = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
+                             fl::apply_as_truncates<IsTruncate>, NotStored>;
+using Scd2Flow = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored>;
+using Scd2NoCityFlow =
+    fl::AutoCdc<UserKey, UserSeq, fl::Scd2<fl::track_history_except_column_list<"city">>,
+                fl::apply_as_deletes<IsDelete>, NotStored>;
+
+// The reference docs' users example (SEMANTICS.md section 3), verbatim.
+std::vector<Change> feed() {
+  return {
+      {124, "Raul", "Oaxaca", "INSERT", 1},
+      {123, "Isabel", "Monterrey", "INSERT", 1},
+      {125, "Mercedes", "Tijuana", "INSERT", 2},
+      {126, "Lily", "Cancun", "INSERT", 2},
+      {123, std::nullopt, std::nullopt, "DELETE", 6},
+      {125, "Mercedes", "Guadalajara", "UPDATE", 6},
+      {125, "Mercedes", "Mexicali", "UPDATE", 5},
+      {123, "Isabel", "Chihuahua", "UPDATE", 5},
+  };
+}
+
+const std::vector<User> scd1_expected{
+    {124, "Raul", "Oaxaca"}, {125, "Mercedes", "Guadalajara"}, {126, "Lily", "Cancun"}};
+
+const std::vector<UserHistory> scd2_expected{
+    {123, "Isabel", "Chihuahua", 5, 6},       {123, "Isabel", "Monterrey", 1, 5},
+    {124, "Raul", "Oaxaca", 1, std::nullopt}, {125, "Mercedes", "Guadalajara", 6, std::nullopt},
+    {125, "Mercedes", "Mexicali", 5, 6},      {125, "Mercedes", "Tijuana", 2, 5},
+    {126, "Lily", "Cancun", 2, std::nullopt},
+};
+
+const std::vector<UserHistory> scd2_no_city_expected{
+    {123, "Isabel", "Chihuahua", 1, 6},
+    {124, "Raul", "Oaxaca", 1, std::nullopt},
+    {125, "Mercedes", "Guadalajara", 2, std::nullopt},
+    {126, "Lily", "Cancun", 2, std::nullopt},
+};
+
+}  // namespace users
+
+using namespace users;
+
+TEST_CASE("R-CDC-2: reference vector, SCD type 1") {
+  fl::StreamingTable<User> target{"users"};
+  Scd1Flow flow{"users_cdc"};
+  const fl::BatchStats s = flow.apply(target, feed());
+  CHECK(target.sorted_rows() == scd1_expected);
+  CHECK(s.input_rows == 8);
+  // Within a batch changes apply in sequence order: all 7 upserts and the
+  // delete count, none is late.
+  CHECK(s.upserted_rows == 7);
+  CHECK(s.deleted_rows == 1);
+  CHECK(s.ignored_late_rows == 0);
+  CHECK(s.tied_rows == 0);
+  // The same late changes in a later batch are ignored.
+  const auto late = flow.apply(target, std::vector<Change>{{125, "Mercedes", "Mexicali", "UPDATE", 5},
+                                                           {123, "Isabel", "Chihuahua", "UPDATE", 5}});
+  CHECK(late.ignored_late_rows == 2);
+  CHECK(late.upserted_rows == 0);
+  CHECK(target.sorted_rows() == scd1_expected);
+  CHECK(flow.tombstone_count() == 1);
+}
+
+TEST_CASE("R-CDC-3: reference vector, SCD type 1 with TRUNCATE at 3") {
+  fl::StreamingTable<User> target{"users"};
+  Scd1Flow flow{"users_cdc"};
+  auto changes = feed();
+  changes.push_back({0, std::nullopt, std::nullopt, "TRUNCATE", 3});
+  flow.apply(target, changes);
+  CHECK(target.sorted_rows() == std::vector<User>{{125, "Mercedes", "Guadalajara"}});
+
+  SUBCASE("the truncate in a later batch") {
+    fl::StreamingTable<User> t2{"users2"};
+    Scd1Flow f2{"users_cdc"};
+    f2.apply(t2, feed());
+    const auto s = f2.apply(t2, std::vector<Change>{{0, {}, {}, "TRUNCATE", 3}});
+    CHECK(t2.sorted_rows() == std::vector<User>{{125, "Mercedes", "Guadalajara"}});
+    CHECK(s.truncated_rows == 2);  // 124 (seq 1) and 126 (seq 2)
+    // A change older than the truncate is ignored afterwards (R-CDC-1).
+    const auto late = f2.apply(t2, std::vector<Change>{{127, "Ana", "Puebla", "INSERT", 2}});
+    CHECK(late.ignored_late_rows == 1);
+    CHECK(t2.size() == 1);
+  }
+}
+
+TEST_CASE("R-CDC-4: reference vector, SCD type 2") {
+  fl::StreamingTable<UserHistory> target{"users_history"};
+  Scd2Flow flow{"users_cdc"};
+  const fl::BatchStats s = flow.apply(target, feed());
+  CHECK(target.sorted_rows() == scd2_expected);
+  CHECK(s.upserted_rows == 7);
+  CHECK(s.deleted_rows == 1);
+  CHECK(s.ignored_late_rows == 0);
+}
+
+TEST_CASE("R-CDC-4: reference vector, SCD type 2 tracking all columns but city") {
+  fl::StreamingTable<UserHistory> target{"users_history"};
+  Scd2NoCityFlow flow{"users_cdc"};
+  flow.apply(target, feed());
+  CHECK(target.sorted_rows() == scd2_no_city_expected);
+}
+
+TEST_CASE("R-CDC-1: reference vectors, one change per batch, in reverse, applied twice") {
+  auto changes = feed();
+  fl::StreamingTable<User> t1{"u1"};
+  fl::StreamingTable<UserHistory> t2{"u2"};
+  fl::StreamingTable<UserHistory> t3{"u3"};
+  Scd1Flow f1;
+  Scd2Flow f2;
+  Scd2NoCityFlow f3;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+      const std::vector<Change> one{*it};
+      f1.apply(t1, one);
+      f2.apply(t2, one);
+      f3.apply(t3, one);
+    }
+    CHECK(t1.sorted_rows() == scd1_expected);
+    CHECK(t2.sorted_rows() == scd2_expected);
+    CHECK(t3.sorted_rows() == scd2_no_city_expected);
+  }
+}
+
+TEST_CASE("R-CDC-4: SCD2 late changes split versions and fix both neighbours") {
+  fl::StreamingTable<UserHistory> t{"h"};
+  Scd2Flow flow;
+  flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 10}, {1, "A", "Z", "UPDATE", 30}});
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 30}, {1, "A", "Z", 30, {}}});
+  // Late: a version in the middle.
+  flow.apply(t, std::vector<Change>{{1, "A", "Y", "UPDATE", 20}});
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{
+                               {1, "A", "X", 10, 20}, {1, "A", "Y", 20, 30}, {1, "A", "Z", 30, {}}});
+  // Late: before the first version.
+  flow.apply(t, std::vector<Change>{{1, "A", "W", "UPDATE", 5}});
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "W", 5, 10},
+                                                    {1, "A", "X", 10, 20},
+                                                    {1, "A", "Y", 20, 30},
+                                                    {1, "A", "Z", 30, {}}});
+  // Late delete: closes the version it falls in; the next change reopens.
+  flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 25}});
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "W", 5, 10},
+                                                    {1, "A", "X", 10, 20},
+                                                    {1, "A", "Y", 20, 25},
+                                                    {1, "A", "Z", 30, {}}});
+}
+
+TEST_CASE("R-CDC-4: SCD2 identical tracked values open no version; untracked update in place") {
+  fl::StreamingTable<UserHistory> t{"h"};
+  Scd2NoCityFlow flow;
+  flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}});
+  flow.apply(t, std::vector<Change>{{1, "A", "X", "UPDATE", 2}});  // identical
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 1, {}}});
+  flow.apply(t, std::vector<Change>{{1, "A", "Y", "UPDATE", 3}});  // untracked city
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "Y", 1, {}}});
+  flow.apply(t, std::vector<Change>{{1, "B", "Y", "UPDATE", 4}});  // tracked name
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "Y", 1, 4}, {1, "B", "Y", 4, {}}});
+  // A delete, then the same values again: a new version (the key was closed).
+  flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 5}, {1, "B", "Y", "INSERT", 6}});
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{
+                               {1, "A", "Y", 1, 4}, {1, "B", "Y", 4, 5}, {1, "B", "Y", 6, {}}});
+  Scd2Flow all;  // every column tracked: identical consecutive rows still open nothing
+  fl::StreamingTable<UserHistory> t2{"h2"};
+  all.apply(t2, std::vector<Change>{{1, "A", "X", "INSERT", 1}, {1, "A", "X", "UPDATE", 2},
+                                    {1, "A", "X", "UPDATE", 3}});
+  CHECK(t2.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 1, {}}});
+}
+
+TEST_CASE("R-CDC-2: a delete leaves a tombstone; an older change does not resurrect the key") {
+  fl::StreamingTable<User> t{"u"};
+  Scd1Flow flow;
+  flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}});
+  const auto d = flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 5}});
+  CHECK(d.deleted_rows == 1);
+  CHECK(t.empty());
+  CHECK(flow.tombstone_count() == 1);
+  const auto late = flow.apply(t, std::vector<Change>{{1, "A", "Y", "UPDATE", 3}});
+  CHECK(late.ignored_late_rows == 1);
+  CHECK(late.upserted_rows == 0);
+  CHECK(t.empty());
+  flow.apply(t, std::vector<Change>{{1, "A", "Z", "UPDATE", 7}});  // newer: back
+  CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Z"}});
+  CHECK(flow.tombstone_count() == 0);
+  // A delete of a key never seen is remembered too.
+  flow.apply(t, std::vector<Change>{{2, {}, {}, "DELETE", 9}});
+  flow.apply(t, std::vector<Change>{{2, "B", "X", "INSERT", 8}});
+  CHECK(t.size() == 1);
+}
+
+TEST_CASE("R-CDC-2: tombstone GC on the injected clock; an older change then resurrects") {
+  using namespace std::chrono_literals;
+  fl::cdc_clock::time_point now{};
+  fl::CdcSettings settings;
+  settings.tombstone_gc_threshold = 10s;
+  settings.clock = [&now] { return now; };
+  Scd1Flow flow{"users_cdc", settings};
+  fl::StreamingTable<User> t{"u"};
+  flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}, {1, {}, {}, "DELETE", 5}});
+  CHECK(flow.tombstone_count() == 1);
+  now += 9s;  // not yet: the tombstone holds
+  flow.apply(t, std::vector<Change>{{1, "A", "Y", "UPDATE", 3}});
+  CHECK(t.empty());
+  CHECK(flow.tombstone_count() == 1);
+  now += 1s;  // threshold reached: collected at this batch
+  flow.apply(t, std::vector<Change>{{2, "B", "Z", "INSERT", 1}});
+  CHECK(flow.tombstone_count() == 0);
+  CHECK(flow.key_count() == 1);
+  // Documented caveat: a change older than the collected delete resurrects the key.
+  flow.apply(t, std::vector<Change>{{1, "A", "Y", "UPDATE", 3}});
+  CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Y"}, {2, "B", "Z"}});
+
+  SUBCASE("an expired tombstone does not stop a change arriving in the same batch") {
+    flow.apply(t, std::vector<Change>{{3, {}, {}, "DELETE", 5}});
+    now += 20s;
+    flow.apply(t, std::vector<Change>{{3, "C", "W", "INSERT", 2}});
+    CHECK(t.size() == 3);
+  }
+  SUBCASE("a tombstone renewed by a later delete lives on") {
+    flow.apply(t, std::vector<Change>{{4, {}, {}, "DELETE", 5}});
+    now += 5s;
+    flow.apply(t, std::vector<Change>{{4, {}, {}, "DELETE", 6}});
+    now += 6s;  // 11s after the first delete, 6s after the second
+    flow.apply(t, std::vector<Change>{{4, "D", "V", "INSERT", 4}});
+    CHECK(t.size() == 2);
+    CHECK(flow.tombstone_count() == 1);
+  }
+}
+
+TEST_CASE("R-CDC-3: truncate keeps rows at or above its sequence, and applies in order within a batch") {
+  fl::StreamingTable<User> t{"u"};
+  Scd1Flow flow;
+  const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1},
+                                                   {0, {}, {}, "TRUNCATE", 4},
+                                                   {2, "B", "Y", "INSERT", 4},
+                                                   {3, "C", "Z", "INSERT", 5},
+                                                   {4, {}, {}, "DELETE", 2}});
+  CHECK(t.sorted_rows() == std::vector<User>{{2, "B", "Y"}, {3, "C", "Z"}});
+  CHECK(s.ignored_late_rows == 2);  // 1@1 and the delete of 4@2 are below the truncate
+  CHECK(flow.truncate_floor() == std::optional<std::int64_t>(4));
+  // A lower truncate later changes nothing.
+  const auto s2 = flow.apply(t, std::vector<Change>{{0, {}, {}, "TRUNCATE", 2}});
+  CHECK(s2.truncated_rows == 0);
+  CHECK(t.size() == 2);
+}
+
+TEST_CASE("R-CDC-5: a null sequence fails the batch and changes nothing") {
+  fl::StreamingTable<User> t{"u"};
+  fl::StreamingTable<UserHistory> h{"h"};
+  Scd1Flow f1{"users_cdc"};
+  Scd2Flow f2{"users_scd2"};
+  f1.apply(t, feed());
+  f2.apply(h, feed());
+  const std::vector<Change> bad{{124, "Raul", "Puebla", "UPDATE", 9},
+                                {127, "Ana", "Leon", "INSERT", std::nullopt}};
+  try {
+    f1.apply(t, bad);
+    FAIL("expected an error");
+  } catch (const fl::error& e) {
+    CHECK(e.code() == fl::errc::null_sequence);
+    CHECK(e.flow() == "users_cdc");
+    CHECK(e.column() == "sequenceNum");
+    CHECK(e.key() == "userId=127");
+  }
+  CHECK_THROWS_AS(f2.apply(h, bad), fl::error);
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+  // The flows' state is unchanged too: applying the feed again is a no-op.
+  f1.apply(t, feed());
+  f2.apply(h, feed());
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+}
+
+TEST_CASE("R-CDC-5: ties: the later change in source order wins and is counted") {
+  fl::StreamingTable<User> t{"u"};
+  Scd1Flow flow;
+  const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1},
+                                                   {1, "A", "Y", "UPDATE", 1},
+                                                   {2, "B", "X", "INSERT", 1}});
+  CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Y"}, {2, "B", "X"}});
+  CHECK(s.tied_rows == 1);
+  CHECK(s.upserted_rows == 2);
+  // Across batches: the later batch is later in source order.
+  const auto s2 = flow.apply(t, std::vector<Change>{{1, "A", "Z", "UPDATE", 1}});
+  CHECK(s2.tied_rows == 1);
+  CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Z"}, {2, "B", "X"}});
+
+  fl::StreamingTable<UserHistory> h{"h"};
+  Scd2Flow f2;
+  const auto s3 = f2.apply(h, std::vector<Change>{{1, "A", "X", "INSERT", 1},
+                                                  {1, "A", "Y", "UPDATE", 2},
+                                                  {1, "A", "Q", "UPDATE", 2}});
+  CHECK(s3.tied_rows == 1);
+  CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "Q", 2, {}}, {1, "A", "X", 1, 2}});
+  const auto s4 = f2.apply(h, std::vector<Change>{{1, "A", "R", "UPDATE", 1}});  // replaces 1
+  CHECK(s4.tied_rows == 1);
+  CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "Q", 2, {}}, {1, "A", "R", 1, 2}});
+}
+
+TEST_CASE("R-CDC-5: strict_sequence makes a tie an error (a redelivery is not one)") {
+  using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
+                              NotStored, fl::strict_sequence>;
+  using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
+                              NotStored, fl::strict_sequence>;
+  fl::StreamingTable<User> t{"u"};
+  fl::StreamingTable<UserHistory> h{"h"};
+  Strict1 f1{"strict1"};
+  Strict2 f2{"strict2"};
+  f1.apply(t, feed());
+  f2.apply(h, feed());
+  const std::vector<Change> tie{{124, "Raul", "Puebla", "UPDATE", 8},
+                                {124, "Raul", "Leon", "UPDATE", 8}};
+  for (int i = 0; i < 2; ++i) {
+    try {
+      if (i == 0) f1.apply(t, tie); else f2.apply(h, tie);
+      FAIL("expected an error");
+    } catch (const fl::error& e) {
+      CHECK(e.code() == fl::errc::tied_sequence);
+      CHECK(e.key() == "userId=124");
+    }
+  }
+  const std::vector<Change> stored_tie{{124, "Raul", "Leon", "UPDATE", 1}};
+  CHECK_THROWS_AS(f1.apply(t, stored_tie), fl::error);
+  CHECK_THROWS_AS(f2.apply(h, stored_tie), fl::error);
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+  // Redelivering the same changes is idempotent, not an error (R-CDC-1).
+  CHECK_NOTHROW(f1.apply(t, feed()));
+  CHECK_NOTHROW(f2.apply(h, feed()));
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+}
+
+TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls overwrite") {
+  const std::vector<Change> first{{1, "A", "X", "INSERT", 1}};
+  const std::vector<Change> update{{1, std::nullopt, "Y", "UPDATE", 2}};
+  SUBCASE("without it") {
+    fl::StreamingTable<User> t{"u"};
+    Scd1Flow flow;
+    flow.apply(t, first);
+    flow.apply(t, update);
+    CHECK(t.sorted_rows() == std::vector<User>{{1, std::nullopt, "Y"}});
+  }
+  SUBCASE("for every column") {
+    using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
+                          fl::ignore_null_updates>;
+    fl::StreamingTable<User> t{"u"};
+    F flow;
+    flow.apply(t, first);
+    flow.apply(t, update);
+    CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Y"}});
+    flow.apply(t, std::vector<Change>{{1, "B", std::nullopt, "UPDATE", 3}});
+    CHECK(t.sorted_rows() == std::vector<User>{{1, "B", "Y"}});
+    // After a delete nothing is kept: a null stays null.
+    flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 4}, {1, std::nullopt, "Z", "INSERT", 5}});
+    CHECK(t.sorted_rows() == std::vector<User>{{1, std::nullopt, "Z"}});
+  }
+  SUBCASE("for a list of columns") {
+    using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, NotStored,
+                          fl::ignore_null_updates_column_list<"name">>;
+    fl::StreamingTable<User> t{"u"};
+    F flow;
+    flow.apply(t, first);
+    flow.apply(t, std::vector<Change>{{1, std::nullopt, std::nullopt, "UPDATE", 2}});
+    CHECK(t.sorted_rows() == std::vector<User>{{1, "A", std::nullopt}});
+  }
+  SUBCASE("for all columns but a list") {
+    using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, NotStored,
+                          fl::ignore_null_updates_except_column_list<"name">>;
+    fl::StreamingTable<User> t{"u"};
+    F flow;
+    flow.apply(t, first);
+    flow.apply(t, std::vector<Change>{{1, std::nullopt, std::nullopt, "UPDATE", 2}});
+    CHECK(t.sorted_rows() == std::vector<User>{{1, std::nullopt, "X"}});
+  }
+  SUBCASE("order-independent: a late change fills a column a newer null kept") {
+    using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
+                          fl::ignore_null_updates>;
+    fl::StreamingTable<User> t{"u"};
+    F flow;
+    flow.apply(t, std::vector<Change>{{1, std::nullopt, "Y", "UPDATE", 5}});
+    const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 3}});
+    CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Y"}});  // as if applied 3 then 5
+    CHECK(s.upserted_rows == 1);
+    // A late delete between them clears what came before it.
+    flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 4}});
+    CHECK(t.sorted_rows() == std::vector<User>{{1, std::nullopt, "Y"}});
+  }
+  SUBCASE("SCD2") {
+    using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored,
+                          fl::ignore_null_updates>;
+    fl::StreamingTable<UserHistory> h{"h"};
+    F flow;
+    flow.apply(h, first);
+    flow.apply(h, update);
+    CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 1, 2}, {1, "A", "Y", 2, {}}});
+    flow.apply(h, std::vector<Change>{{1, std::nullopt, std::nullopt, "UPDATE", 3}});  // no change
+    CHECK(h.size() == 2);
+  }
+}
+
+namespace opt {
+
+// A composite, nullable key; a struct sequence; deletes and truncates with state.
+struct Event {
+  std::string region;
+  std::optional<std::int64_t> device;
+  std::int64_t ts;
+  std::int64_t tiebreak;
+  std::string payload;
+  std::string kind;
+};
+FLOWLIB_SCHEMA(Event, region, device, ts, tiebreak, payload, kind);
+
+struct Current {
+  std::string region;
+  std::optional<std::int64_t> device;
+  std::string payload;
+  friend bool operator==(const Current&, const Current&) = default;
+};
+FLOWLIB_SCHEMA(Current, region, device, payload);
+
+struct History {
+  std::string region;
+  std::optional<std::int64_t> device;
+  std::string payload;
+  std::tuple<std::int64_t, std::int64_t> from;
+  std::optional<std::tuple<std::int64_t, std::int64_t>> to;
+  friend bool operator==(const History&, const History&) = default;
+};
+FLOWLIB_SCHEMA(History, region, device, payload, (from, "__START_AT"), (to, "__END_AT"));
+
+struct KindIs {
+  std::string value;
+  bool operator()(const Event& e) const { return e.kind == value; }
+};
+
+using EKey = fl::Key<&Event::region, &Event::device>;
+using ESeq = fl::Seq<&Event::ts, &Event::tiebreak>;
+
+}  // namespace opt
+
+TEST_CASE("R-CDC-1: composite nullable keys, struct sequence, predicates with state") {
+  using namespace opt;
+  using F = fl::AutoCdc<EKey, ESeq, fl::Scd1, fl::apply_as_deletes<KindIs>,
+                        fl::apply_as_truncates<KindIs>, fl::column_list<"region", "device", "payload">>;
+  F flow{"events", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
+         fl::apply_as_truncates<KindIs>{{"wipe"}}, fl::column_list<"region", "device", "payload">{}};
+  fl::StreamingTable<Current> t{"current"};
+  flow.apply(t, std::vector<Event>{{"eu", 1, 10, 0, "a", "up"},
+                                   {"eu", std::nullopt, 10, 0, "b", "up"},
+                                   {"eu", std::nullopt, 10, 1, "c", "up"},  // tiebreak wins
+                                   {"us", 1, 5, 0, "d", "up"}});
+  CHECK(t.sorted_rows() == std::vector<Current>{{"eu", std::nullopt, "c"}, {"eu", 1, "a"}, {"us", 1, "d"}});
+  flow.apply(t, std::vector<Event>{{"eu", 1, 10, 1, "", "gone"}});
+  CHECK(t.size() == 2);
+  flow.apply(t, std::vector<Event>{{"", std::nullopt, 10, 1, "", "wipe"}});
+  CHECK(t.sorted_rows() == std::vector<Current>{{"eu", std::nullopt, "c"}});
+
+  using F2 = fl::AutoCdc<EKey, ESeq, fl::Scd2<fl::track_history_column_list<"payload">>,
+                         fl::apply_as_deletes<KindIs>, fl::column_list<"region", "device", "payload">>;
+  F2 f2{"events2", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
+        fl::column_list<"region", "device", "payload">{}};
+  fl::StreamingTable<History> h{"history"};
+  f2.apply(h, std::vector<Event>{{"eu", std::nullopt, 10, 2, "x", "up"},
+                                 {"eu", std::nullopt, 10, 1, "w", "up"},
+                                 {"eu", std::nullopt, 11, 0, "", "gone"}});
+  using T2 = std::tuple<std::int64_t, std::int64_t>;
+  CHECK(h.sorted_rows() == std::vector<History>{{"eu", std::nullopt, "w", T2{10, 1}, T2{10, 2}},
+                                                {"eu", std::nullopt, "x", T2{10, 2}, T2{11, 0}}});
+}
+
+TEST_CASE("R-CDC-7: metrics, expectations, and one target per flow") {
+  fl::StreamingTable<User> t{"u"};
+  Scd1Flow flow{"users_cdc"};
+  auto checks = fl::expectations(
+      fl::expect_or_drop("known_user", [](const Change& c) { return c.userId != 126; }));
+  const auto s = flow.apply(t, feed(), checks);
+  CHECK(s.input_rows == 8);
+  CHECK(s.dropped_rows == 1);
+  CHECK(s.upserted_rows == 6);
+  CHECK(t.size() == 2);
+  REQUIRE(s.expectation("known_user") != nullptr);
+  CHECK(s.expectation("known_user")->failed == 1);
+
+  fl::StreamingTable<User> other{"other"};
+  CHECK_THROWS_AS(flow.apply(other, feed()), fl::error);
+  // The table is claimed: another flow cannot write it.
+  Scd1Flow second{"second"};
+  try {
+    second.apply(t, feed());
+    FAIL("expected an error");
+  } catch (const fl::error& e) {
+    CHECK(e.code() == fl::errc::invalid_target);
+  }
+}
+
+TEST_CASE("R-CDC-1: an input range of rvalues is moved from; a container is not") {
+  fl::StreamingTable<User> t{"u"};
+  Scd1Flow flow;
+  const auto changes = feed();
+  flow.apply(t, changes);
+  CHECK(changes[0].name == std::optional<std::string>("Raul"));
+  fl::StreamingTable<User> t2{"u2"};
+  Scd1Flow f2;
+  f2.apply(t2, feed());  // a prvalue vector: elements copied (lvalues)
+  CHECK(t2.sorted_rows() == scd1_expected);
+}
+
+namespace users {
+// A delete predicate that throws on one user: a user exception mid-batch.
+struct ThrowingDelete {
+  std::int64_t poison = -1;
+  bool operator()(const Change& c) const {
+    if (c.userId == poison) throw std::runtime_error("predicate failed");
+    return c.operation == "DELETE";
+  }
+};
+}  // namespace users
+
+TEST_CASE("R-CDC-5: a user exception mid-batch propagates and changes nothing (SCD1, SCD2)") {
+  using F1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
+  using F2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
+  F1 f1{"f1", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
+  F2 f2{"f2", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
+  fl::StreamingTable<User> t{"u"};
+  fl::StreamingTable<UserHistory> h{"h"};
+  f1.apply(t, feed());
+  f2.apply(h, feed());
+  const std::vector<Change> bad{{124, "Raul", "Puebla", "UPDATE", 9},
+                                {125, "Mercedes", "Leon", "UPDATE", 3},  // late for SCD2
+                                {999, "X", "Y", "INSERT", 10}};
+  CHECK_THROWS_AS(f1.apply(t, bad), std::runtime_error);
+  CHECK_THROWS_AS(f2.apply(h, bad), std::runtime_error);
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+  f1.apply(t, feed());
+  f2.apply(h, feed());
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+}
