@@ -51,6 +51,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -551,16 +552,25 @@ std::vector<config> configs() {
   return out;
 }
 
+// 0.3 s per repetition unless --benchmark_min_time says otherwise: 48
+// benchmarks x 5 repetitions then take a few minutes.
+constexpr double default_min_time = 0.3;
+
 template <class Impl>
-void register_one(const config& c) {
-  benchmark::RegisterBenchmark(("replace_using/" + std::string(Impl::name) + "/" + label(c)).c_str(),
-                               bm_apply<Impl>, c)
-      ->Unit(benchmark::kMillisecond);
+void register_one(const config& c, bool min_time_given) {
+  auto* b = benchmark::RegisterBenchmark(
+      ("replace_using/" + std::string(Impl::name) + "/" + label(c)).c_str(), bm_apply<Impl>, c);
+  b->Unit(benchmark::kMillisecond);
+  if (!min_time_given) b->MinTime(fb::smoke_mode() ? 0.001 : default_min_time);
 }
 
 }  // namespace bench
 
 int main(int argc, char** argv) {
+  bool min_time_given = false;
+  for (int i = 1; i < argc; ++i) {
+    min_time_given = min_time_given || std::string_view(argv[i]).starts_with("--benchmark_min_time");
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   if (fb::smoke_mode()) {
@@ -572,10 +582,10 @@ int main(int argc, char** argv) {
   // Grouped by configuration so that the four implementations of one
   // configuration run back to back on the same pool of batches.
   for (const auto& c : bench::configs()) {
-    bench::register_one<bench::flowlib_impl>(c);
-    bench::register_one<bench::absl_impl>(c);
-    bench::register_one<bench::unordered_impl>(c);
-    bench::register_one<bench::sqlite_impl>(c);
+    bench::register_one<bench::flowlib_impl>(c, min_time_given);
+    bench::register_one<bench::absl_impl>(c, min_time_given);
+    bench::register_one<bench::unordered_impl>(c, min_time_given);
+    bench::register_one<bench::sqlite_impl>(c, min_time_given);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

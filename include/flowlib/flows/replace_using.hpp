@@ -222,8 +222,21 @@ struct keyed_batch_scratch {
   /// slots, in group order (the order the commit reads them in).
   void keep_candidates() {
     rows.reserve(candidates);  // no reallocation below: the pointers stay valid
+    // The surviving rows lie anywhere in the batch, which no longer sits in
+    // the caches of a large batch: prefetch them (and, further ahead, their
+    // candidate entries) a few groups ahead.
+    constexpr std::size_t row_ahead = 8;
+    constexpr std::size_t cand_ahead = 2 * row_ahead;
+    const std::size_t n = groups.size();
     std::size_t j = 0;
-    for (const group& g : groups) {
+    for (std::size_t gi = 0; gi < n; ++gi) {
+      if (gi + cand_ahead < n) __builtin_prefetch(&cand[groups[gi + cand_ahead].head]);
+      if (gi + row_ahead < n) {
+        const char* p = reinterpret_cast<const char*>(cand[groups[gi + row_ahead].head]);
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + sizeof(Row) - 1);
+      }
+      const group& g = groups[gi];
       for (std::uint32_t c = g.head; c != npos32; c = next[c], ++j) {
         if (j < rows.size()) {
           rows[j] = *cand[c];
@@ -233,6 +246,13 @@ struct keyed_batch_scratch {
         cand[c] = &rows[j];
       }
     }
+  }
+
+  /// Whether the index is too large to stay in a core's caches (its slots
+  /// exceed 256 KiB, half an L2 of today's server cores): staging then
+  /// prefetches its probes.
+  bool index_is_large() const noexcept {
+    return index.capacity() * sizeof(slot) > (std::size_t{256} << 10);
   }
 
   /// Candidate `c` for the commit to move from: after staging, every
@@ -346,6 +366,7 @@ class ReplaceUsing {
   // How many groups ahead the probe and commit loops prefetch. The probe
   // loop does little per group, so it looks further ahead to cover a miss.
   static constexpr std::size_t probe_prefetch_distance = 16;
+  static constexpr std::size_t stage_prefetch_distance = 16;
   static constexpr std::size_t commit_prefetch_distance = 8;
 
   // A group's target entry, found by reserve_commit for commit; `head`
@@ -397,8 +418,24 @@ class ReplaceUsing {
     if constexpr (detail::stable_elements<R>) {
       // The caller's rows stay put: group pointers to them, then copy only
       // the rows that survive.
-      for (const row_type& r : batch) {
-        if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s));
+      if constexpr (std::ranges::random_access_range<R> && std::ranges::sized_range<R>) {
+        // A large index misses the caches on most probes: prefetch the
+        // probe of the row a few places ahead.
+        const std::size_t n = static_cast<std::size_t>(std::ranges::size(batch));
+        const auto first = std::ranges::begin(batch);
+        const bool lookahead = sc.index_is_large();
+        for (std::size_t i = 0; i < n; ++i) {
+          if (lookahead && i + stage_prefetch_distance < n) {
+            const row_type& a = first[static_cast<std::ptrdiff_t>(i + stage_prefetch_distance)];
+            sc.index.prefetch(probe{&a, traits::hash(key_, a)});
+          }
+          const row_type& r = first[static_cast<std::ptrdiff_t>(i)];
+          if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s));
+        }
+      } else {
+        for (const row_type& r : batch) {
+          if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s));
+        }
       }
       sc.count_candidates();
       sc.keep_candidates();

@@ -21,7 +21,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <new>
 #include <optional>
 #include <ranges>
 #include <type_traits>
@@ -63,8 +65,40 @@ inline void prefetch_row(const Store& s, row_id id) noexcept {
   if constexpr (requires { s.prefetch(id); }) s.prefetch(id);
 }
 
+/// An allocator whose blocks start on a cache-line boundary, so that a row
+/// whose size divides (or is a multiple of) 64 bytes never straddles lines.
+template <class T>
+struct cache_aligned_allocator {
+  using value_type = T;
+  static constexpr std::size_t alignment = alignof(T) > 64 ? alignof(T) : 64;
+
+  cache_aligned_allocator() = default;
+  template <class U>
+  cache_aligned_allocator(const cache_aligned_allocator<U>&) noexcept {}
+
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignment}));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    ::operator delete(p, n * sizeof(T), std::align_val_t{alignment});
+  }
+  template <class U>
+  friend bool operator==(const cache_aligned_allocator&, const cache_aligned_allocator<U>&) noexcept {
+    return true;
+  }
+};
+
+/// The memory store's row slots. A slot holds a Row directly (no
+/// std::optional around it: a 64-byte row then fills exactly one cache
+/// line) and a separate byte says whether it is live. An erased slot keeps a
+/// moved-from row until an insert reuses it.
 template <class Row>
 class memory_row_store {
+  static_assert(std::is_nothrow_move_constructible_v<Row> && std::is_nothrow_move_assignable_v<Row>,
+                "flowlib::MemoryStorage: rows must be nothrow-movable (inserts and erases "
+                "happen in a commit that cannot fail).");
+
  public:
   using row_type = Row;
   static constexpr bool durable = false;
@@ -79,52 +113,97 @@ class memory_row_store {
                   "a table cannot hold more than 2^32-1 rows");
     }
     grow(slots_, need);
+    grow(live_flags_, need);
     grow(free_, need);  // every slot may be freed before the next reserve()
   }
 
   row_id insert(Row&& r) noexcept {
-    static_assert(std::is_nothrow_move_constructible_v<Row>);
     ++live_;
     if (!free_.empty()) {
       const row_id id = free_.back();
       free_.pop_back();
-      slots_[id].emplace(std::move(r));
+      slots_[id] = std::move(r);
+      live_flags_[id] = 1;
       return id;
     }
-    slots_.emplace_back(std::move(r));  // capacity reserved by reserve()
+    slots_.push_back(std::move(r));  // capacity reserved by reserve()
+    live_flags_.push_back(1);
     return static_cast<row_id>(slots_.size() - 1);
   }
-  void assign(row_id id, Row&& r) noexcept { *slots_[id] = std::move(r); }
+  void assign(row_id id, Row&& r) noexcept { slots_[id] = std::move(r); }
   void erase(row_id id) noexcept {
-    slots_[id].reset();
+    { [[maybe_unused]] const Row gone(std::move(slots_[id])); }  // releases what it held
+    live_flags_[id] = 0;
     free_.push_back(id);  // capacity reserved by reserve()
     --live_;
   }
   void clear() noexcept {
     slots_.clear();
+    live_flags_.clear();
     free_.clear();
     live_ = 0;
   }
 
-  const Row& get(row_id id) const noexcept { return *slots_[id]; }
-  Row& get(row_id id) noexcept { return *slots_[id]; }
+  const Row& get(row_id id) const noexcept { return slots_[id]; }
+  Row& get(row_id id) noexcept { return slots_[id]; }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
-    // A slot may straddle two cache lines: fetch both.
     const char* p = reinterpret_cast<const char*>(slots_.data() + id);
     __builtin_prefetch(p, 1);
-    __builtin_prefetch(p + sizeof(std::optional<Row>) - 1, 1);
+    if constexpr (sizeof(Row) > 1) {  // the last byte's line, when the row straddles two
+      if ((reinterpret_cast<std::uintptr_t>(p) & 63) + sizeof(Row) > 64) {
+        __builtin_prefetch(p + sizeof(Row) - 1, 1);
+      }
+    }
   }
 
   std::size_t size() const noexcept { return live_; }
   /// One past the largest id ever handed out (ids are dense below it).
   std::size_t id_bound() const noexcept { return slots_.size(); }
 
-  /// The live rows, in slot order (a forward range of const Row&).
-  auto rows() const {
-    return slots_ | std::views::filter([](const std::optional<Row>& s) { return s.has_value(); }) |
-           std::views::transform([](const std::optional<Row>& s) -> const Row& { return *s; });
-  }
+  /// The live rows, in slot order: a forward view of const Row&, valid while
+  /// the store lives (it sees rows inserted after it was made).
+  class rows_view : public std::ranges::view_interface<rows_view> {
+   public:
+    class iterator {
+     public:
+      using iterator_concept = std::forward_iterator_tag;
+      using iterator_category = std::forward_iterator_tag;
+      using value_type = Row;
+      using difference_type = std::ptrdiff_t;
+      using pointer = const Row*;
+      using reference = const Row&;
+
+      iterator() = default;
+      reference operator*() const noexcept { return s_->slots_[i_]; }
+      pointer operator->() const noexcept { return &s_->slots_[i_]; }
+      iterator& operator++() noexcept {
+        i_ = s_->next_live(i_ + 1);
+        return *this;
+      }
+      iterator operator++(int) noexcept {
+        iterator old = *this;
+        ++*this;
+        return old;
+      }
+      friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
+
+     private:
+      friend class rows_view;
+      iterator(const memory_row_store* s, std::size_t i) noexcept : s_(s), i_(i) {}
+      const memory_row_store* s_ = nullptr;
+      std::size_t i_ = 0;
+    };
+
+    rows_view() = default;
+    explicit rows_view(const memory_row_store* s) noexcept : s_(s) {}
+    iterator begin() const noexcept { return {s_, s_->next_live(0)}; }
+    iterator end() const noexcept { return {s_, s_->slots_.size()}; }
+
+   private:
+    const memory_row_store* s_ = nullptr;
+  };
+  rows_view rows() const noexcept { return rows_view(this); }
 
  private:
   // Geometric growth: a table that gains a few rows per batch must not copy
@@ -133,8 +212,13 @@ class memory_row_store {
   static void grow(V& v, std::size_t need) {
     if (need > v.capacity()) v.reserve(std::max(need, v.capacity() + v.capacity() / 2));
   }
+  std::size_t next_live(std::size_t i) const noexcept {
+    while (i < live_flags_.size() && live_flags_[i] == 0) ++i;
+    return i;
+  }
 
-  std::vector<std::optional<Row>> slots_;
+  std::vector<Row, cache_aligned_allocator<Row>> slots_;
+  std::vector<unsigned char> live_flags_;  // 1: slots_[i] holds a live row
   std::vector<row_id> free_;
   std::size_t live_ = 0;
 };
