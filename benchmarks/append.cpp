@@ -4,14 +4,13 @@
 // What is measured (docs/benchmarks/append.md has the results): rows per
 // second (`items_per_second`) of appending pre-generated batches of 1e4 and
 // 1e5 rows, for three sources:
-//   same      the table's own row type, with a short string (SSO) column:
-//             its copy may throw, so flowlib stages the batch (copy into
-//             per-flow scratch, reserve, move into the store);
-//   plain     the table's own row type, trivially copyable: flowlib's fast
-//             path writes straight into the store after one reservation;
+//   same      the table's own row type, with a short string (SSO) column
+//             (its copy may throw: the store undoes a failed batch);
+//   plain     the table's own row type, trivially copyable;
 //   by_name   a source type whose columns are in another order and which
 //             lacks the table's nullable `region` column (INSERT BY NAME
-//             fills it with null): staged like `same`.
+//             fills it with null).
+// In all three flowlib reserves once and builds each row in its slot.
 // and two scenarios:
 //   batch     one batch into an emptied table (the table and the vector keep
 //             their capacity; the clear runs with the timer paused): the

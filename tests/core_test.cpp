@@ -1,6 +1,9 @@
 // The core vocabulary: schemas, keys and sequences, their concepts and
 // traits, value rendering, errors, stats, and the row_store contract that
 // every storage policy meets (templated over tests/support's policies).
+// fwd.hpp first, then every header: its declarations must agree with them.
+#include <flowlib/fwd.hpp>
+#include <flowlib/flowlib.hpp>
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/format.hpp>
 #include <flowlib/error.hpp>
@@ -25,6 +28,7 @@
 #include <optional>
 #include <ranges>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -516,4 +520,141 @@ TEST_CASE("DequeStorage is deliberately unlike MemoryStorage: ids are never reus
   m.insert(Payload{2, "b"});
   m.erase(ma);
   CHECK(m.insert(Payload{3, "c"}) == ma);  // the memory store reuses freed ids
+}
+
+namespace core {
+// A payload whose construction from an int throws on demand.
+inline int builds_until_throw = -1;
+struct Built {
+  std::string text;
+  explicit Built(int i) : text(std::string(40, static_cast<char>('a' + i % 26))) {
+    if (builds_until_throw == 0) throw std::runtime_error("build failed");
+    if (builds_until_throw > 0) --builds_until_throw;
+  }
+  friend auto operator<=>(const Built&, const Built&) = default;
+};
+
+template <class Store>
+std::multiset<typename Store::row_type> contents(const Store& s) {
+  return {s.rows().begin(), s.rows().end()};
+}
+}  // namespace core
+
+TEST_CASE("MemoryStorage: emplace_with builds in place; a throwing build leaves the store as it was") {
+  using core::Built;
+  fl::detail::memory_row_store<Built> s;
+  s.reserve(4);
+  const fl::row_id a = s.emplace_with([] { return Built(0); });
+  const fl::row_id b = s.emplace_with([] { return Built(1); });
+  s.erase(a);  // a dead slot, reused next
+  const auto before = core::contents(s);
+  core::builds_until_throw = 0;
+  CHECK_THROWS_AS(s.emplace_with([] { return Built(2); }), std::runtime_error);
+  core::builds_until_throw = -1;
+  CHECK(core::contents(s) == before);
+  CHECK(s.size() == 1);
+  // The free list survived the failed build: the dead slot is reused.
+  CHECK(s.emplace_with([] { return Built(3); }) == a);
+  CHECK(s.get(b).text == std::string(40, 'b'));
+  CHECK(s.size() == 2);
+}
+
+TEST_CASE("MemoryStorage: emplace_each is all or nothing, over dead slots and the tail") {
+  using core::Built;
+  fl::detail::memory_row_store<Built> s;
+  s.reserve(10);
+  std::vector<fl::row_id> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(s.insert(Built(i)));
+  s.erase(ids[2]);
+  s.erase(ids[7]);
+  const auto before = core::contents(s);
+  const std::vector<int> batch{10, 11, 12, 13, 14, 15};
+  const auto make = [](int i) { return Built(i); };
+
+  for (int fail_at = 0; fail_at < 6; ++fail_at) {  // in the dead slots (0, 1) and the tail (2..5)
+    CAPTURE(fail_at);
+    s.reserve(batch.size());
+    const std::size_t bound = s.id_bound();
+    core::builds_until_throw = fail_at;
+    CHECK_THROWS_AS(s.emplace_each(batch, make), std::runtime_error);
+    core::builds_until_throw = -1;
+    CHECK(core::contents(s) == before);
+    CHECK(s.size() == 8);
+    CHECK(s.id_bound() == bound);
+  }
+  // Then it works, reusing both dead slots first.
+  s.reserve(batch.size());
+  const std::size_t allocations = g_allocations;
+  CHECK(s.emplace_each(batch, make) == 6);
+  CHECK(g_allocations == allocations + 6);  // each row's own string only
+  CHECK(s.size() == 14);
+  CHECK(s.id_bound() == 14);
+  CHECK(s.get(ids[7]).text == std::string(40, 'k'));  // the last dead slot freed is reused first
+  CHECK(s.get(ids[2]).text == std::string(40, 'l'));
+  auto want = before;
+  for (int i : batch) want.insert(Built(i));
+  CHECK(core::contents(s) == want);
+}
+
+TEST_CASE("MemoryStorage: emplace_each refuses a batch larger than its reservation") {
+  fl::detail::memory_row_store<int> s;
+  s.reserve(2);
+  const std::size_t cap = s.capacity();
+  std::vector<int> big(cap + 1, 7);
+  CHECK_THROWS_AS(s.emplace_each(big, [](int i) { return i; }), fl::error);
+  CHECK(s.size() == 0);
+  CHECK(s.id_bound() == 0);
+}
+
+TEST_CASE("MemoryStorage: growth is geometric and keeps rows, ids and the free list") {
+  fl::detail::memory_row_store<core::Payload> s;
+  std::vector<fl::row_id> ids;
+  std::size_t regrowths = 0;
+  std::size_t cap = s.capacity();
+  for (int i = 0; i < 1000; ++i) {
+    s.reserve(1);
+    if (s.capacity() != cap) {
+      CHECK(s.capacity() >= 2 * cap);
+      cap = s.capacity();
+      ++regrowths;
+    }
+    ids.push_back(s.insert(core::Payload{i, std::to_string(i)}));
+    if (i % 10 == 3) s.erase(ids[static_cast<std::size_t>(i - 1)]);  // dead slots move with the rows
+  }
+  CHECK(regrowths <= 11);
+  CHECK(reinterpret_cast<std::uintptr_t>(&s.get(ids[0])) % 64 == 0);  // cache-line aligned slab
+  // Every dead slot is reused before the slab grows again.
+  const std::size_t bound = s.id_bound();
+  const std::size_t dead = bound - s.size();
+  s.reserve(dead);
+  for (std::size_t k = 0; k < dead; ++k) s.insert(core::Payload{-1, "reuse"});
+  CHECK(s.id_bound() == bound);
+  CHECK(s.size() == bound);
+  // Moving the store moves its rows.
+  fl::detail::memory_row_store<core::Payload> t = std::move(s);
+  CHECK(t.size() == bound);
+  CHECK(t.get(ids[0]) == core::Payload{0, "0"});
+}
+
+TEST_CASE("MemoryStorage: rows smaller than a row id") {
+  fl::detail::memory_row_store<char> s;
+  s.reserve(3);
+  const fl::row_id a = s.insert('a');
+  s.insert('b');
+  s.erase(a);
+  s.reserve(1);
+  CHECK(s.insert('c') == a);
+  CHECK(std::string(s.rows().begin(), s.rows().end()) == "cb");
+}
+
+TEST_CASE("fwd.hpp declares the public templates the headers define") {
+  // Compiling this file at all checks that the declarations agree (fwd.hpp
+  // is included before every header); these name the defaults they omit.
+  static_assert(std::is_same_v<fl::ManagedTable<core::Payload>,
+                               fl::ManagedTable<core::Payload, fl::MemoryStorage>>);
+  static_assert(std::is_same_v<fl::StreamingTable<core::Payload>,
+                               fl::StreamingTable<core::Payload, fl::MemoryStorage>>);
+  static_assert(std::is_class_v<fl::Append<fl::Once>>);
+  static_assert(std::is_class_v<fl::Scd2<>> && std::is_class_v<fl::Scd1>);
+  static_assert(std::is_class_v<fl::Catalog> && std::is_class_v<fl::DedupOptions>);
 }

@@ -27,4 +27,28 @@ class Expectations;
 class error;
 enum class errc;
 
+// Tables.
+template <class Row, class Layout>
+class TableOptions;
+template <class Row, class Storage>
+class ManagedTable;
+class Catalog;
+
+// Flows and operators. ReplaceUsing and AutoCdc constrain their parameters
+// with concepts from <flowlib/columns.hpp>; include their headers to name them.
+struct Once;
+struct AppendStats;
+template <class... Opts>
+class Append;
+struct Scd1;
+template <class... TrackOptions>
+struct Scd2;
+struct CdcSettings;
+template <auto... Members>
+struct EventTime;
+struct DedupStats;
+struct DedupOptions;
+template <class K, class T>
+class DedupWithinWatermark;
+
 }  // namespace flowlib

@@ -45,6 +45,7 @@ struct BatchStats {
   std::uint64_t deleted_rows = 0;       ///< num_deleted_rows
   std::uint64_t tied_rows = 0;          ///< changes that tied another on key and sequence
   std::uint64_t truncated_rows = 0;     ///< target rows removed by truncates
+  bool skipped = false;  ///< a ONCE flow that has already run: nothing was read or written
   std::vector<ExpectationMetrics> expectations;  ///< one entry per expectation, in declaration order
 
   /// The metrics of the expectation called `name`, or nullptr.

@@ -36,7 +36,10 @@
 //     before the table is touched), the storage is reserved, and the rows are
 //     then moved in by operations that cannot fail;
 //   - direct (a sized batch and no expectation): the storage is reserved for
-//     the batch's size and each mapped row is written straight into it. When
+//     the batch's size and each mapped row is written straight into it. A
+//     store with the emplace_each hook (the memory store) constructs each
+//     row in its slot from the source row and undoes the batch itself if
+//     anything throws. For other stores, each row goes through insert(): when
 //     the batch is contiguous (vector, array, span) and mapping a row cannot
 //     throw, nothing can fail after the reservation. Otherwise (a copy that
 //     may allocate, a view running user code) the rows written so far are
@@ -56,6 +59,7 @@
 #include <flowlib/detail/by_name.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/once.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>
 
@@ -75,16 +79,10 @@
 
 namespace flowlib {
 
-/// @brief Append option: the flow runs a single time (INSERT ONCE BY NAME),
-/// until reset() (after a full refresh).
-struct Once {};
-
 /// @brief What one Append::apply() did: BatchStats (input_rows,
-/// dropped_rows, applied_rows == inserted_rows, expectations) plus whether a
-/// ONCE flow skipped the call because it had already run.
-struct AppendStats : BatchStats {
-  bool skipped = false;  ///< a ONCE flow that has already run: nothing was read or written
-};
+/// dropped_rows, applied_rows == inserted_rows, expectations, and `skipped`
+/// when a ONCE flow had already run).
+struct AppendStats : BatchStats {};
 
 namespace detail {
 
@@ -278,6 +276,16 @@ class Append {
   void write_direct(Table& target, R& batch, detail::append_scratch<Row>& sc, AppendStats& stats) {
     auto& store = target.store();
     const std::size_t n = detail::size_hint(batch);
+    const auto make = [](auto&& in) -> Row { return Map::make(std::forward<decltype(in)>(in)); };
+    if constexpr (requires { store.emplace_each(batch, make); }) {
+      // The store builds each row in its slot and undoes the batch itself
+      // if anything throws.
+      store.reserve(n);
+      target.claim(claim_id(), kind, name_, /*exclusive=*/false);
+      const std::size_t count = store.emplace_each(batch, make);
+      stats.input_rows = stats.applied_rows = stats.inserted_rows = count;
+      return;
+    }
     constexpr bool cannot_fail = std::ranges::contiguous_range<R> &&
                                  (Move ? Map::nothrow_move : Map::nothrow_copy);
     if constexpr (!cannot_fail) {

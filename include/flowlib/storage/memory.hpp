@@ -1,7 +1,8 @@
 // flowlib/storage/memory.hpp
 //
-// MemoryStorage: the default storage policy. Rows live in a slab of slots
-// addressed by a stable row id; erased slots are reused. Not durable.
+// MemoryStorage: the default storage policy. Rows live in slots addressed by
+// a stable row id, in segments that never move; erased slots are reused. Not
+// durable.
 //
 // The row-store contract every storage policy meets (see `row_store`):
 //   - ids are stable until the row is erased;
@@ -13,14 +14,23 @@
 //     whose move operations are noexcept). Flows rely on this to stage a
 //     batch, reserve, and then commit it without a failure point, so a batch
 //     is applied all-or-nothing without an undo log.
+//
+// Optional hooks, used by flows when a store has them (the memory store has
+// all three): prefetch(id), a hint before a row is read or written;
+// emplace_with(make), which constructs the row make() returns in its slot;
+// emplace_each(batch, make), which does so for a whole batch, all or nothing
+// (append flows use it: a row is copied once, straight into its slot).
 #pragma once
 
 #include <flowlib/error.hpp>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <new>
@@ -65,103 +75,214 @@ inline void prefetch_row(const Store& s, row_id id) noexcept {
   if constexpr (requires { s.prefetch(id); }) s.prefetch(id);
 }
 
-/// An allocator whose blocks start on a cache-line boundary, so that a row
-/// whose size divides (or is a multiple of) 64 bytes never straddles lines.
-template <class T>
-struct cache_aligned_allocator {
-  using value_type = T;
-  static constexpr std::size_t alignment = alignof(T) > 64 ? alignof(T) : 64;
-
-  cache_aligned_allocator() = default;
-  template <class U>
-  cache_aligned_allocator(const cache_aligned_allocator<U>&) noexcept {}
-
-  T* allocate(std::size_t n) {
-    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignment}));
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ::operator delete(p, n * sizeof(T), std::align_val_t{alignment});
-  }
-  template <class U>
-  friend bool operator==(const cache_aligned_allocator&, const cache_aligned_allocator<U>&) noexcept {
-    return true;
-  }
-};
-
-/// The memory store's row slots. A slot holds a Row directly (no
-/// std::optional around it: a 64-byte row then fills exactly one cache
-/// line) and a separate byte says whether it is live. An erased slot keeps a
-/// moved-from row until an insert reuses it.
+/// The memory store's row slots, addressed by row id.
+///   - Slots live in segments of geometrically growing size (64, 128, 256,
+///     ... slots), each allocated on a cache-line boundary (a row whose size
+///     divides, or is a multiple of, 64 bytes never straddles lines). Growing
+///     adds a segment and never moves a row: a table that gains rows batch
+///     after batch pays neither the copies nor the transient double memory of
+///     a reallocating array, and a row's address is stable until it is erased.
+///     Finding a slot costs a bit scan and one load from a small table.
+///   - A live slot holds a constructed Row; a dead slot holds no object, only
+///     the id of the next dead slot (an intrusive free list, so erasing needs
+///     no side array that would have to grow with the table).
+///   - A byte per slot (after each segment's slots) says whether it is live.
+///   - Rows are constructed in their slot (insert() moves once; the optional
+///     emplace hooks build a row from its source without a temporary).
 template <class Row>
 class memory_row_store {
   static_assert(std::is_nothrow_move_constructible_v<Row> && std::is_nothrow_move_assignable_v<Row>,
                 "flowlib::MemoryStorage: rows must be nothrow-movable (inserts and erases "
                 "happen in a commit that cannot fail).");
 
+  struct alignas(alignof(Row) > alignof(row_id) ? alignof(Row) : alignof(row_id)) slot {
+    unsigned char bytes[sizeof(Row) > sizeof(row_id) ? sizeof(Row) : sizeof(row_id)];
+  };
+  static constexpr std::size_t slot_alignment = alignof(slot) > 64 ? alignof(slot) : 64;
+  static constexpr row_id no_slot = std::numeric_limits<row_id>::max();
+  // Segment s holds first_segment << s slots, for ids from
+  // first_segment * (2^s - 1) on.
+  static constexpr unsigned first_segment_log2 = 6;
+  static constexpr std::uint64_t first_segment = std::uint64_t{1} << first_segment_log2;
+  static constexpr unsigned max_segments = 33 - first_segment_log2;  // covers 2^32 ids
+
+  struct segment {
+    slot* slots = nullptr;
+    unsigned char* live = nullptr;  // one byte per slot: 1 holds a live row
+    void* raw = nullptr;            // the allocation both lie in
+  };
+  struct place {
+    unsigned seg;
+    std::size_t off;
+  };
+  static place locate(std::size_t id) noexcept {
+    const std::uint64_t x = static_cast<std::uint64_t>(id) + first_segment;
+    const unsigned s = static_cast<unsigned>(std::bit_width(x)) - 1 - first_segment_log2;
+    return {s, static_cast<std::size_t>(x - (first_segment << s))};
+  }
+  static constexpr std::size_t segment_size(unsigned s) noexcept {
+    return static_cast<std::size_t>(first_segment << s);
+  }
+
  public:
   using row_type = Row;
   static constexpr bool durable = false;
 
-  /// Makes room for `extra` inserts: afterwards inserts, assigns and erases
-  /// do not allocate (the all-or-nothing commit relies on it).
+  memory_row_store() = default;
+  memory_row_store(const memory_row_store&) = delete;  // a table's rows are not copied
+  memory_row_store& operator=(const memory_row_store&) = delete;
+  memory_row_store(memory_row_store&& o) noexcept { steal(o); }
+  memory_row_store& operator=(memory_row_store&& o) noexcept {
+    if (this != &o) {
+      release();
+      steal(o);
+    }
+    return *this;
+  }
+  ~memory_row_store() { release(); }
+
+  /// Makes room for `extra` inserts: afterwards up to `extra` inserts (or
+  /// emplaced rows) and any number of assigns and erases do not allocate
+  /// (the all-or-nothing commit relies on it). Adds segments as needed.
   void reserve(std::size_t extra) {
-    const std::size_t reusable = free_.size();
-    const std::size_t need = extra > reusable ? slots_.size() + (extra - reusable) : slots_.size();
-    if (need > std::numeric_limits<row_id>::max()) {
+    const std::size_t need = extra > free_count_ ? bound_ + (extra - free_count_) : bound_;
+    if (need > no_slot) {
       throw error(errc::invalid_argument, "memory storage", "", "",
                   "a table cannot hold more than 2^32-1 rows");
     }
-    grow(slots_, need);
-    grow(live_flags_, need);
-    grow(free_, need);  // every slot may be freed before the next reserve()
+    // emplace_each() records the dead slots it fills, to undo them.
+    const std::size_t reuse = extra < free_count_ ? extra : free_count_;
+    if (undo_.capacity() < reuse) undo_.reserve(std::max(reuse, 2 * undo_.capacity()));
+    while (capacity_ < need) add_segment();
   }
 
+  /// Inserts a row (a moved-in row; capacity reserved by reserve()).
   row_id insert(Row&& r) noexcept {
+    const row_id id = take_slot();
+    const place p = locate(id);
+    ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
+    segs_[p.seg].live[p.off] = 1;
     ++live_;
-    if (!free_.empty()) {
-      const row_id id = free_.back();
-      free_.pop_back();
-      slots_[id] = std::move(r);
-      live_flags_[id] = 1;
-      return id;
-    }
-    slots_.push_back(std::move(r));  // capacity reserved by reserve()
-    live_flags_.push_back(1);
-    return static_cast<row_id>(slots_.size() - 1);
+    return id;
   }
-  void assign(row_id id, Row&& r) noexcept { slots_[id] = std::move(r); }
+
+  /// Optional hook: inserts the row `make()` returns, constructed in its
+  /// slot (no temporary, no move). If make() throws the store is unchanged.
+  /// Capacity must be reserved, as for insert().
+  template <class Make>
+  row_id emplace_with(Make&& make) {
+    const bool reuse = free_head_ != no_slot;
+    const row_id id = reuse ? free_head_ : static_cast<row_id>(bound_);
+    const row_id next = reuse ? link(id) : no_slot;
+    const place p = locate(id);
+    try {
+      ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::forward<Make>(make)());
+    } catch (...) {
+      if (reuse) set_link(id, next);  // a failed constructor may have written over it
+      throw;
+    }
+    if (reuse) {
+      free_head_ = next;
+      --free_count_;
+    } else {
+      ++bound_;
+    }
+    segs_[p.seg].live[p.off] = 1;
+    ++live_;
+    return id;
+  }
+
+  /// Optional hook: inserts `make(x)` for every element x of `batch`
+  /// (forwarded as the range yields it), each row constructed in its slot,
+  /// and returns how many. Capacity for the whole batch must be reserved;
+  /// a batch that yields more rows than that is an error. All or nothing: if
+  /// iterating the batch or make() throws, every row this call inserted is
+  /// erased again (which cannot fail) and the exception propagates.
+  template <class R, class Make>
+  std::size_t emplace_each(R&& batch, Make&& make) {
+    auto it = std::ranges::begin(batch);
+    const auto last = std::ranges::end(batch);
+    const std::size_t bound_before = bound_;
+    undo_.clear();
+    std::size_t b = bound_;
+    try {
+      // Dead slots first (a table that also erases): one by one.
+      for (; free_head_ != no_slot && it != last; ++it) {
+        undo_.push_back(emplace_with([&]() -> Row { return make(*it); }));  // capacity reserved
+      }
+      // Then the never used slots, segment by segment, with locals only (so
+      // that writing a row's columns cannot be taken to alias the store's
+      // counters).
+      while (it != last) {
+        if (b == capacity_) {
+          throw error(errc::invalid_argument, "memory storage", "", "",
+                      "a batch yielded more rows than were reserved for it (its size() was "
+                      "wrong); nothing of it was written");
+        }
+        const place p = locate(b);
+        slot* const s = segs_[p.seg].slots;
+        const std::size_t end = segment_size(p.seg);
+        std::size_t off = p.off;
+        for (; off < end && it != last; ++it, ++off) {
+          ::new (static_cast<void*>(s[off].bytes)) Row(make(*it));
+        }
+        b += off - p.off;
+      }
+    } catch (...) {
+      for (std::size_t i = b; i-- > bound_before;) row(static_cast<row_id>(i)).~Row();
+      for (std::size_t i = undo_.size(); i-- > 0;) erase(undo_[i]);
+      undo_.clear();
+      throw;
+    }
+    mark_live(bound_before, b);
+    const std::size_t added = b - bound_before;
+    bound_ = b;
+    live_ += added;
+    const std::size_t n = undo_.size() + added;
+    undo_.clear();
+    return n;
+  }
+
+  void assign(row_id id, Row&& r) noexcept { row(id) = std::move(r); }
   void erase(row_id id) noexcept {
-    { [[maybe_unused]] const Row gone(std::move(slots_[id])); }  // releases what it held
-    live_flags_[id] = 0;
-    free_.push_back(id);  // capacity reserved by reserve()
+    row(id).~Row();
+    set_link(id, free_head_);
+    free_head_ = id;
+    ++free_count_;
+    const place p = locate(id);
+    segs_[p.seg].live[p.off] = 0;
     --live_;
   }
+  /// Removes every row; the segments are kept.
   void clear() noexcept {
-    slots_.clear();
-    live_flags_.clear();
-    free_.clear();
+    destroy_live();
+    for (unsigned s = 0; s < nsegs_; ++s) std::memset(segs_[s].live, 0, segment_size(s));
+    bound_ = 0;
     live_ = 0;
+    free_head_ = no_slot;
+    free_count_ = 0;
   }
 
-  const Row& get(row_id id) const noexcept { return slots_[id]; }
-  Row& get(row_id id) noexcept { return slots_[id]; }
+  const Row& get(row_id id) const noexcept { return row(id); }
+  Row& get(row_id id) noexcept { return row(id); }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
-    const char* p = reinterpret_cast<const char*>(slots_.data() + id);
+    const char* p = reinterpret_cast<const char*>(slot_at(id));
     __builtin_prefetch(p, 1);
-    if constexpr (sizeof(Row) > 1) {  // the last byte's line, when the row straddles two
-      if ((reinterpret_cast<std::uintptr_t>(p) & 63) + sizeof(Row) > 64) {
-        __builtin_prefetch(p + sizeof(Row) - 1, 1);
+    if constexpr (sizeof(slot) > 1) {  // the last byte's line, when the row straddles two
+      if ((reinterpret_cast<std::uintptr_t>(p) & 63) + sizeof(slot) > 64) {
+        __builtin_prefetch(p + sizeof(slot) - 1, 1);
       }
     }
   }
 
   std::size_t size() const noexcept { return live_; }
   /// One past the largest id ever handed out (ids are dense below it).
-  std::size_t id_bound() const noexcept { return slots_.size(); }
+  std::size_t id_bound() const noexcept { return bound_; }
+  /// Rows the store holds without allocating.
+  std::size_t capacity() const noexcept { return capacity_; }
 
-  /// The live rows, in slot order: a forward view of const Row&, valid while
+  /// The live rows, in id order: a forward view of const Row&, valid while
   /// the store lives (it sees rows inserted after it was made).
   class rows_view : public std::ranges::view_interface<rows_view> {
    public:
@@ -175,8 +296,8 @@ class memory_row_store {
       using reference = const Row&;
 
       iterator() = default;
-      reference operator*() const noexcept { return s_->slots_[i_]; }
-      pointer operator->() const noexcept { return &s_->slots_[i_]; }
+      reference operator*() const noexcept { return s_->row(i_); }
+      pointer operator->() const noexcept { return &s_->row(i_); }
       iterator& operator++() noexcept {
         i_ = s_->next_live(i_ + 1);
         return *this;
@@ -198,7 +319,7 @@ class memory_row_store {
     rows_view() = default;
     explicit rows_view(const memory_row_store* s) noexcept : s_(s) {}
     iterator begin() const noexcept { return {s_, s_->next_live(0)}; }
-    iterator end() const noexcept { return {s_, s_->slots_.size()}; }
+    iterator end() const noexcept { return {s_, s_->bound_}; }
 
    private:
     const memory_row_store* s_ = nullptr;
@@ -206,21 +327,96 @@ class memory_row_store {
   rows_view rows() const noexcept { return rows_view(this); }
 
  private:
-  // Geometric growth: a table that gains a few rows per batch must not copy
-  // all its slots on every batch.
-  template <class V>
-  static void grow(V& v, std::size_t need) {
-    if (need > v.capacity()) v.reserve(std::max(need, v.capacity() + v.capacity() / 2));
+  slot* slot_at(std::size_t id) const noexcept {
+    const place p = locate(id);
+    return segs_[p.seg].slots + p.off;
+  }
+  Row& row(row_id id) noexcept { return *std::launder(reinterpret_cast<Row*>(slot_at(id)->bytes)); }
+  const Row& row(row_id id) const noexcept {
+    return *std::launder(reinterpret_cast<const Row*>(slot_at(id)->bytes));
+  }
+  bool is_live(std::size_t id) const noexcept {
+    const place p = locate(id);
+    return segs_[p.seg].live[p.off] != 0;
+  }
+  row_id link(row_id id) const noexcept {
+    row_id next;
+    std::memcpy(&next, slot_at(id)->bytes, sizeof next);
+    return next;
+  }
+  void set_link(row_id id, row_id next) noexcept { std::memcpy(slot_at(id)->bytes, &next, sizeof next); }
+  // A slot for one insert: a dead one, else the next never used one.
+  row_id take_slot() noexcept {
+    if (free_head_ != no_slot) {
+      const row_id id = free_head_;
+      free_head_ = link(id);
+      --free_count_;
+      return id;
+    }
+    return static_cast<row_id>(bound_++);
+  }
+  // Marks ids [from, to) live (consecutive, possibly over several segments).
+  void mark_live(std::size_t from, std::size_t to) noexcept {
+    while (from < to) {
+      const place p = locate(from);
+      const std::size_t n = std::min(to - from, segment_size(p.seg) - p.off);
+      std::memset(segs_[p.seg].live + p.off, 1, n);
+      from += n;
+    }
   }
   std::size_t next_live(std::size_t i) const noexcept {
-    while (i < live_flags_.size() && live_flags_[i] == 0) ++i;
+    while (i < bound_ && !is_live(i)) ++i;
     return i;
   }
 
-  std::vector<Row, cache_aligned_allocator<Row>> slots_;
-  std::vector<unsigned char> live_flags_;  // 1: slots_[i] holds a live row
-  std::vector<row_id> free_;
+  // Adds the next segment. The slab is aligned by hand inside a plain
+  // allocation (glibc serves over-aligned requests less well).
+  void add_segment() {
+    const unsigned s = nsegs_;
+    const std::size_t n = segment_size(s);
+    void* raw = ::operator new(n * sizeof(slot) + n + slot_alignment);
+    const auto addr = reinterpret_cast<std::uintptr_t>(raw);
+    slot* slots = reinterpret_cast<slot*>((addr + slot_alignment - 1) & ~(slot_alignment - 1));
+    auto* live = reinterpret_cast<unsigned char*>(slots + n);
+    std::memset(live, 0, n);
+    segs_[s] = {slots, live, raw};
+    ++nsegs_;
+    capacity_ += n;
+  }
+  void destroy_live() noexcept {
+    if constexpr (!std::is_trivially_destructible_v<Row>) {
+      for (std::size_t i = 0; i < bound_; ++i) {
+        if (is_live(i)) row(static_cast<row_id>(i)).~Row();
+      }
+    }
+  }
+  void release() noexcept {
+    destroy_live();
+    for (unsigned s = 0; s < nsegs_; ++s) ::operator delete(segs_[s].raw);
+    segs_ = {};
+    nsegs_ = 0;
+    capacity_ = bound_ = live_ = free_count_ = 0;
+    free_head_ = no_slot;
+  }
+  void steal(memory_row_store& o) noexcept {
+    segs_ = std::exchange(o.segs_, {});
+    nsegs_ = std::exchange(o.nsegs_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+    bound_ = std::exchange(o.bound_, 0);
+    live_ = std::exchange(o.live_, 0);
+    free_head_ = std::exchange(o.free_head_, no_slot);
+    free_count_ = std::exchange(o.free_count_, 0);
+    undo_ = std::move(o.undo_);
+  }
+
+  std::array<segment, max_segments> segs_{};
+  unsigned nsegs_ = 0;
+  std::size_t capacity_ = 0;        // slots in the segments
+  std::size_t bound_ = 0;           // [0, bound_) were handed out
   std::size_t live_ = 0;
+  row_id free_head_ = no_slot;      // first dead slot below bound_
+  std::size_t free_count_ = 0;
+  std::vector<row_id> undo_;        // emplace_each(): the dead slots it filled
 };
 
 }  // namespace detail
