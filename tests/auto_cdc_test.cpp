@@ -598,3 +598,57 @@ TEST_CASE("R-CDC-5: a user exception mid-batch propagates and changes nothing (S
   CHECK(t.sorted_rows() == scd1_expected);
   CHECK(h.sorted_rows() == scd2_expected);
 }
+
+TEST_CASE("AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, SCD2)") {
+  using Once1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::Once, fl::apply_as_deletes<IsDelete>,
+                            NotStored>;
+  using Once2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
+                            NotStored, fl::Once>;
+  static_assert(Once1::once && Once2::once && !Scd1Flow::once);
+  fl::StreamingTable<User> t{"u"};
+  fl::StreamingTable<UserHistory> h{"h"};
+  Once1 f1{"backfill"};
+  Once2 f2{"backfill_history"};
+  const std::vector<Change> later{{124, "Raul", "Puebla", "UPDATE", 9}};
+
+  // A failed first run does not count: the flow still runs.
+  const std::vector<Change> bad{{127, "Ana", "Leon", "INSERT", std::nullopt}};
+  CHECK_THROWS_AS(f1.apply(t, bad), fl::error);
+  CHECK_THROWS_AS(f2.apply(h, bad), fl::error);
+  CHECK_FALSE(f1.done());
+  CHECK_FALSE(f2.done());
+
+  const fl::BatchStats s1 = f1.apply(t, feed());
+  const fl::BatchStats s2 = f2.apply(h, feed());
+  CHECK_FALSE(s1.skipped);
+  CHECK(s1.input_rows == feed().size());
+  CHECK(s2.input_rows == feed().size());
+  CHECK(f1.done());
+  CHECK(f2.done());
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+
+  // Later batches are not read.
+  const fl::BatchStats again1 = f1.apply(t, later);
+  const fl::BatchStats again2 = f2.apply(h, later);
+  CHECK(again1.skipped);
+  CHECK(again2.skipped);
+  CHECK(again1.input_rows == 0);
+  CHECK(again1.upserted_rows == 0);
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
+
+  // After reset() (a full refresh) the flow runs again; restore() sets the
+  // marker from a checkpoint.
+  f1.reset();
+  CHECK_FALSE(f1.done());
+  CHECK(f1.apply(t, later).upserted_rows == 1);
+  CHECK(t.sorted_rows() == std::vector<User>{{124, "Raul", "Puebla"},
+                                             {125, "Mercedes", "Guadalajara"},
+                                             {126, "Lily", "Cancun"}});
+  f2.restore(false);
+  CHECK(f2.apply(h, later).upserted_rows == 1);
+  CHECK(f2.done());
+  f1.restore(true);
+  CHECK(f1.apply(t, feed()).skipped);
+}

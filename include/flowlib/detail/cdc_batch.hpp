@@ -1,8 +1,9 @@
 // flowlib/detail/cdc_batch.hpp
 //
 // The per-batch scratch of the change-feed flows: the batch's rows grouped by
-// key (a chain of row indices per key, in source order), with one hash per
-// row reused for the probe of the flow's own index. Kept by the flow across
+// key (each key's row indices, contiguous and in source order, once
+// group_rows() has run), with one hash per row reused for the probe of the
+// flow's own index. Kept by the flow across
 // batches, so that row slots (and the buffers of their strings) are reused
 // and steady state does not allocate per row. A batch whose rows stay put
 // while it is applied (a forward range of lvalues) can be staged by
@@ -11,11 +12,11 @@
 
 #include <flowlib/columns.hpp>
 
-#include <absl/container/flat_hash_set.h>
-
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,9 @@ namespace flowlib::detail {
 
 /// "No index" for 32-bit row and slot indices.
 inline constexpr std::uint32_t cdc_npos = std::numeric_limits<std::uint32_t>::max();
+
+/// Hint that the cache line at p is about to be read (never faults).
+inline void cdc_prefetch(const void* p) noexcept { __builtin_prefetch(p); }
 
 /// A row with its precomputed key hash, for heterogeneous index lookups.
 template <class Row>
@@ -39,49 +43,90 @@ struct cdc_batch {
   struct group {
     std::size_t hash;     // the key's hash
     std::uint32_t head;   // first row (index into rows), in source order
-    std::uint32_t tail;   // last row
-    std::uint32_t count;  // rows in the chain
+    std::uint32_t count;  // rows of the group
+    std::uint32_t first;  // its rows are members[first, first + count) (after group_rows)
   };
 
-  // The index holds group numbers; a group is compared through its first row.
-  struct hasher {
-    using is_transparent = void;
-    const cdc_batch* b;
-    std::size_t operator()(std::uint32_t g) const noexcept { return b->groups[g].hash; }
-    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
+  // The index: open addressing with linear probing over a power-of-two
+  // array of {hash tag, group number} slots (8 bytes), at most half full. It
+  // is flowlib's own rather than an absl set because it is rebuilt for every
+  // batch: clearing it is one fill of the kept array (absl's clear() frees
+  // large arrays, so every batch would allocate them again), and a probe
+  // compares the stored hash tag before it touches a group's row.
+  //
+  // A small, trivially copyable key (an integer, say) is kept in the slot
+  // itself instead of the hash tag: a probe then never reads a batch row,
+  // which for a large batch is a cache miss.
+  using key_type = typename K::value_type;
+  static constexpr bool key_in_slot = std::is_trivially_copyable_v<key_type> &&
+                                      std::is_default_constructible_v<key_type> &&
+                                      sizeof(key_type) <= 16;
+  struct tagged_slot {
+    std::uint32_t tag;    // the key hash's upper half (any value)
+    std::uint32_t group;  // cdc_npos: empty
   };
-  struct equal {
-    using is_transparent = void;
-    const cdc_batch* b;
-    bool operator()(std::uint32_t x, std::uint32_t y) const noexcept { return x == y; }
-    bool operator()(std::uint32_t g, const probe& p) const {
-      return key_traits<K>::equal(b->key, *p.row, b->row(b->groups[g].head));
+  struct keyed_slot {
+    key_type key;
+    std::uint32_t group;  // cdc_npos: empty
+  };
+  using slot = std::conditional_t<key_in_slot, keyed_slot, tagged_slot>;
+  static slot empty_slot() noexcept {
+    if constexpr (key_in_slot) {
+      return slot{key_type{}, cdc_npos};
+    } else {
+      return slot{0, cdc_npos};
     }
-    bool operator()(const probe& p, std::uint32_t g) const { return (*this)(g, p); }
-  };
+  }
 
-  explicit cdc_batch(const K& k) : key(k), index(0, hasher{this}, equal{this}) {}
+  explicit cdc_batch(const K& k) : key(k) {}
   cdc_batch(const cdc_batch&) = delete;
   cdc_batch& operator=(const cdc_batch&) = delete;
 
-  /// Forgets the previous batch, keeping the row slots. With `refer`, the
-  /// batch's rows are staged by add_ref (they must outlive the batch's use).
+  /// Forgets the previous batch, keeping the row slots and the index array.
+  /// With `refer`, the batch's rows are staged by add_ref (they must outlive
+  /// the batch's use).
   void reset(std::size_t expected_rows, bool refer = false) {
     used = 0;
     by_ref = refer;
     groups.clear();
-    index.clear();  // frees large arrays: reserve again for this batch
-    if (expected_rows != 0) {
-      index.reserve(expected_rows);
-      groups.reserve(expected_rows);
+    if (expected_rows != 0) groups.reserve(expected_rows);
+    std::size_t cap = 16;
+    while (cap < 2 * expected_rows) cap *= 2;
+    // A much larger array than this batch needs (left by a large batch) is
+    // kept, but only its first `cap` slots are used and cleared.
+    if (slots.size() < cap) {
+      slots.assign(cap, empty_slot());
+    } else {
+      std::fill_n(slots.begin(), cap, empty_slot());
     }
+    mask = cap - 1;
   }
 
-  /// Stores `r` (copied, or moved when `Move`) in a free slot and chains it
+  /// The slot of p's key: its group's, or the empty one where it would go.
+  slot& find_slot(const probe& p) {
+    const auto tag = static_cast<std::uint32_t>(std::uint64_t{p.hash} >> 32);
+    for (std::size_t i = p.hash & mask;; i = (i + 1) & mask) {
+      slot& s = slots[i];
+      if (s.group == cdc_npos) return s;
+      if constexpr (key_in_slot) {
+        if (key_traits<K>::equal(key, *p.row, s.key)) return s;
+      } else {
+        if (s.tag == tag && key_traits<K>::equal(key, *p.row, row(groups[s.group].head))) return s;
+      }
+    }
+  }
+  /// Hint that p's key is about to be looked up.
+  void prefetch(const probe& p) const noexcept { cdc_prefetch(&slots[p.hash & mask]); }
+  const slot& find_slot(const probe& p) const {
+    return const_cast<cdc_batch*>(this)->find_slot(p);
+  }
+
+  /// Stores `r` (copied, or moved when `Move`) in a free slot and adds it
   /// to its key's group (`p` is its probe, computed before the move).
   template <bool Move, class R>
   std::uint32_t add(R&& r, const probe& p) {
-    auto it = index.find(p);
+    grow_if_full();
+    slot& it = find_slot(p);
     const auto i = static_cast<std::uint32_t>(used);
     if (used < rows.size()) {
       if constexpr (Move) {
@@ -89,31 +134,28 @@ struct cdc_batch {
       } else {
         rows[used] = r;
       }
-      next[used] = cdc_npos;
     } else {
       if constexpr (Move) {
         rows.push_back(std::move(r));
       } else {
         rows.push_back(r);
       }
-      next.push_back(cdc_npos);
     }
     ++used;
     link(it, p, i);
     return i;
   }
 
-  /// Chains the row `r` (not copied: it must outlive the batch's use) to
-  /// its key's group; only after reset(n, true).
+  /// Adds the row `r` (not copied: it must outlive the batch's use) to its
+  /// key's group; only after reset(n, true).
   std::uint32_t add_ref(const Row& r, const probe& p) {
-    auto it = index.find(p);
+    grow_if_full();
+    slot& it = find_slot(p);
     const auto i = static_cast<std::uint32_t>(used);
     if (used < refs.size()) {
       refs[used] = &r;
-      next[used] = cdc_npos;
     } else {
       refs.push_back(&r);
-      next.push_back(cdc_npos);
     }
     ++used;
     link(it, p, i);
@@ -124,30 +166,78 @@ struct cdc_batch {
   const Row& row(std::uint32_t i) const noexcept { return by_ref ? *refs[i] : rows[i]; }
 
   /// Whether a row with p's key is already in the batch.
-  bool contains(const probe& p) const { return index.find(p) != index.end(); }
+  bool contains(const probe& p) const { return find_slot(p).group != cdc_npos; }
 
-  template <class It>
-  void link(It it, const probe& p, std::uint32_t i) {
-    if (it == index.end()) {
-      const auto g = static_cast<std::uint32_t>(groups.size());
-      groups.push_back({p.hash, i, i, 1});
-      index.insert(g);
+  /// Adds row i to the group of slot s (a new group when s is empty).
+  void link(slot& s, const probe& p, std::uint32_t i) {
+    std::uint32_t g = s.group;
+    if (g == cdc_npos) {
+      g = static_cast<std::uint32_t>(groups.size());
+      groups.push_back({p.hash, i, 1, 0});
+      s = make_slot(g, p.hash, row(i));  // the stored row: p's may have been moved from
     } else {
-      group& grp = groups[*it];
-      next[grp.tail] = i;
-      grp.tail = i;
-      ++grp.count;
+      ++groups[g].count;
     }
+    if (i < group_of.size()) {
+      group_of[i] = g;
+    } else {
+      group_of.push_back(g);
+    }
+  }
+
+  /// Lays out the rows of every group contiguously in `members` (in source
+  /// order within a group) and sets each group's `first`: one sequential
+  /// pass, so that a group's rows are then read without chasing a chain of
+  /// indices scattered over the batch. Call once the batch is staged.
+  void group_rows() {
+    members.resize(used);
+    std::uint32_t off = 0;
+    for (group& g : groups) {
+      g.first = off;
+      off += g.count;
+    }
+    for (std::size_t i = 0; i < used; ++i) {
+      members[groups[group_of[i]].first++] = static_cast<std::uint32_t>(i);
+    }
+    for (group& g : groups) g.first -= g.count;
   }
 
   K key;
   std::vector<Row> rows;            // [0, used) belong to this batch (unless by_ref)
   std::vector<const Row*> refs;     // [0, used): the batch's rows, when by_ref
   bool by_ref = false;
-  std::vector<std::uint32_t> next;  // chain of a group's rows
+  std::vector<std::uint32_t> group_of;  // [0, used): each row's group
+  std::vector<std::uint32_t> members;   // the rows, group by group (group_rows)
   std::size_t used = 0;
   std::vector<group> groups;        // in order of first appearance
-  absl::flat_hash_set<std::uint32_t, hasher, equal> index;
+  std::vector<slot> slots;          // the index; [0, mask] in use
+  std::size_t mask = 0;
+
+ private:
+  slot make_slot(std::uint32_t g, std::size_t hash, const Row& r) const {
+    if constexpr (key_in_slot) {
+      return slot{key(r), g};
+    } else {
+      return slot{static_cast<std::uint32_t>(std::uint64_t{hash} >> 32), g};
+    }
+  }
+  // Keeps the index at most half full (a batch without a size hint, or
+  // larger than its hint, grows it here, before anything is added).
+  void grow_if_full() {
+    if (2 * (groups.size() + 1) <= mask + 1) return;
+    const std::size_t cap = 2 * (mask + 1);
+    std::vector<slot> bigger(std::max(cap, slots.size()), empty_slot());
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      for (std::size_t i = groups[g].hash & (cap - 1);; i = (i + 1) & (cap - 1)) {
+        if (bigger[i].group == cdc_npos) {
+          bigger[i] = make_slot(static_cast<std::uint32_t>(g), groups[g].hash, row(groups[g].head));
+          break;
+        }
+      }
+    }
+    slots.swap(bigger);
+    mask = cap - 1;
+  }
 };
 
 }  // namespace flowlib::detail

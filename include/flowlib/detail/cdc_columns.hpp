@@ -11,6 +11,7 @@
 
 #include <flowlib/detail/fixed_string.hpp>
 #include <flowlib/detail/type_traits.hpp>
+#include <flowlib/once.hpp>
 #include <flowlib/schema.hpp>
 
 #include <array>
@@ -86,6 +87,7 @@ template <class P> struct is_deletes<apply_as_deletes<P>> : std::true_type { usi
 template <class T> struct is_truncates : std::false_type {};
 template <class P> struct is_truncates<apply_as_truncates<P>> : std::true_type { using pred = P; };
 template <class T> struct is_strict : std::is_same<T, strict_sequence> {};
+template <class T> struct is_once : std::is_same<T, Once> {};
 template <class T> struct is_version : std::false_type {};
 template <class V> struct is_version<snapshot_version<V>> : std::true_type { using type = V; };
 
@@ -165,13 +167,14 @@ struct cdc_options {
   static_assert(((is_column_list<Os>::value || is_except_column_list<Os>::value ||
                   is_ignore_all<Os>::value || is_ignore_list<Os>::value ||
                   is_ignore_except<Os>::value || is_deletes<Os>::value ||
-                  is_truncates<Os>::value || is_strict<Os>::value || is_version<Os>::value ||
+                  is_truncates<Os>::value || is_strict<Os>::value || is_once<Os>::value ||
+                  is_version<Os>::value ||
                   is_track_list<Os>::value || is_track_except<Os>::value) &&
                  ...),
                 "flowlib::AutoCdc: unknown option. Options are apply_as_deletes<Pred>, "
                 "apply_as_truncates<Pred>, column_list<...>, except_column_list<...>, "
                 "ignore_null_updates, ignore_null_updates_column_list<...>, "
-                "ignore_null_updates_except_column_list<...> and strict_sequence.");
+                "ignore_null_updates_except_column_list<...>, strict_sequence and flowlib::Once.");
 
   using scd = scd_traits<Scd>;
   static constexpr bool scd2 = scd::scd2;
@@ -182,6 +185,7 @@ struct cdc_options {
                 "an SCD type 2 target keeps history and cannot be truncated. Remove "
                 "apply_as_truncates, or use flowlib::Scd1.");
   static constexpr bool strict = count_options<is_strict, Os...> == 1;
+  static constexpr bool once = count_options<is_once, Os...> >= 1;
 
   static constexpr int select_mode = count_options<is_column_list, Os...> ? 1
                                      : count_options<is_except_column_list, Os...> ? 2

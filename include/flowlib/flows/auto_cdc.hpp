@@ -77,6 +77,11 @@
 //   ignore_null_updates_column_list<"a", ...>         ... for these columns only;
 //   ignore_null_updates_except_column_list<"a", ...>  ... for all nullable columns but
 //                                    these. At most one of the three.
+//   flowlib::Once                    ONCE: the flow applies a single batch (a backfill);
+//                                    later apply() calls read nothing and return stats
+//                                    with `skipped` set, until reset() (after a full
+//                                    refresh) or restore(false). A failed apply() does
+//                                    not count.
 //   strict_sequence                  two changes with equal key and sequence are an
 //                                    error (errc::tied_sequence) instead of a tie.
 // Scd2's own options: track_history_column_list<"a", ...> or
@@ -105,8 +110,14 @@
 //
 // Performance: one hash per change, reused for the index probe; one probe
 // per distinct key; a key's changes are sorted only when it has several;
-// scratch rows are reused across batches, so steady state does not allocate
-// per change (SCD2 histories grow with the changes they keep).
+// scratch rows and the batch index are reused across batches, so steady
+// state does not allocate per change (SCD2 histories grow with the changes
+// they keep). A batch whose rows stay put is staged by reference. The
+// target's index is probed for the whole batch first, then planning and
+// commit prefetch each key's entry, arrays and rows a few keys ahead (a
+// large target is out of cache). SCD2: a change after all of its key's
+// stored ones closes the current version in place; a late one re-derives
+// the key's history only from the version in effect at its sequence.
 #pragma once
 
 #include <flowlib/columns.hpp>
@@ -317,6 +328,10 @@ class AutoCdc {
     }
     check_target(target);
     BatchStats stats;
+    if (opts::once && done_) {  // ONCE: ran already; nothing is read
+      stats.skipped = true;
+      return stats;
+    }
     auto& ts = target_scratch<Target>();
     ts.used = 0;
     stage_batch(batch, checks, stats);
@@ -324,7 +339,13 @@ class AutoCdc {
     if constexpr (is_scd2) {
       plan_scd2(store, ts, stats);
       reserve_scd2(store);
-      target.claim(this, kind, name_, /*exclusive=*/true);
+      copy_events_scd2();  // undone by undo_events_scd2 on a later error
+      try {
+        target.claim(this, kind, name_, /*exclusive=*/true);
+      } catch (...) {
+        undo_events_scd2(plans2_.size());
+        throw;
+      }
       target_ = &target;
       commit_scd2(store, ts);
     } else {
@@ -334,8 +355,19 @@ class AutoCdc {
       target_ = &target;
       commit_scd1(store, ts, stats);
     }
+    done_ = opts::once;
     return stats;
   }
+
+  /// True for ONCE flows (the option flowlib::Once).
+  static constexpr bool once = opts::once;
+  /// ONCE flows: true after a successful apply(), until reset().
+  bool done() const noexcept { return done_; }
+  /// Full refresh: a ONCE flow runs again at its next apply() (the target's
+  /// part of a full refresh is the table's own full_refresh()).
+  void reset() noexcept { done_ = false; }
+  /// Restores the ONCE marker from a checkpoint.
+  void restore(bool done) noexcept { done_ = done; }
 
   /// Keys the flow holds state for (target keys, plus SCD1 tombstones).
   std::size_t key_count() const noexcept { return index_.size(); }
@@ -362,9 +394,24 @@ class AutoCdc {
   template <class Target>
   using end_col = column_named_t<Target, "__END_AT">;
   static constexpr row_id no_row = detail::cdc_npos;
-  // Groups ahead whose index slots are prefetched while planning: the index
+  // Groups ahead whose index slots are prefetched while probing: the index
   // of a large target is out of cache, and one probe per key would stall.
-  static constexpr std::size_t prefetch_distance = 8;
+  static constexpr std::size_t probe_prefetch_distance = 16;
+  static constexpr std::size_t stage_lookahead = 8;  // rows (a power of two)
+  // Pipelined prefetching once every group's entry is known (probe_all):
+  // groups ahead whose entries' arrays, then target rows, are prefetched.
+  static constexpr std::size_t entry_prefetch_distance = 12;
+  static constexpr std::size_t row_prefetch_distance = 6;
+  static constexpr std::size_t commit_prefetch_distance = 8;
+  // SCD2 closes a stored version by writing its __END_AT in place when the
+  // store hands out mutable rows and copying the sequence cannot throw (the
+  // commit cannot fail); otherwise the version is rewritten whole.
+  template <class Store, class Target>
+  static constexpr bool close_in_place =
+      std::is_nothrow_copy_assignable_v<sequence_type> &&
+      requires(Store& s, row_id id) {
+        { s.get(id) } -> std::same_as<Target&>;
+      };
 
   // --- per-key state -----------------------------------------------------------
 
@@ -423,6 +470,10 @@ class AutoCdc {
     std::uint32_t rep_begin, rep_end; // ties with stored events (into reps_)
     std::uint32_t from;          // first version replaced
     std::uint32_t v_begin, v_end;  // derived versions (target scratch rows)
+    std::uint32_t ev_from;       // first stored event at or after the re-derivation's start
+    std::uint32_t hist_size;     // the key's stored events (before this batch)
+    std::uint32_t close;         // batch row whose sequence closes the stored current
+                                 // version in place, or cdc_npos
     bool append;                 // new events all after the stored ones
   };
   struct replacement {
@@ -497,18 +548,49 @@ class AutoCdc {
     if (!scratch_) scratch_ = std::make_unique<scratch_type>(key_);
     scratch_type& sc = *scratch_;
     constexpr bool move = detail::movable_elements<R>;
-    // SCD1 reads the changes only while planning (the winning upsert is
-    // copied into a target row there), so a batch whose rows stay put is
-    // staged by reference, without copying each change. SCD2 keeps the
-    // changes in the key's history, moved there at commit: they are copied.
-    constexpr bool refer = !is_scd2 && !move && std::ranges::forward_range<R>;
+    // A batch whose rows stay put is staged by reference, without copying
+    // each change: SCD1 reads the changes only while planning (the winning
+    // upsert is copied into a target row there); SCD2 copies the new
+    // changes into the keys' histories once planning is done (an undoable
+    // step, see copy_events_scd2), and moves them there from an rvalue batch.
+    constexpr bool refer = !move && std::ranges::forward_range<R>;
     sc.reset(detail::size_hint(batch), refer);
     batch_floor_ = floor_;
     typename Expectations<P...>::counts_type counts;
     const auto describe = [this](const change_type& r) { return key_.describe(r); };
 
+    // A contiguous batch is read ahead: its rows are prefetched, and the
+    // hash of a row a few places ahead is computed early so that its slot
+    // in the batch index is prefetched too (hashes[i % lookahead] is row i's).
+    constexpr bool contiguous =
+        std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+        std::is_same_v<std::remove_cv_t<std::ranges::range_value_t<R>>, change_type>;
+    [[maybe_unused]] const change_type* data = nullptr;
+    [[maybe_unused]] std::size_t size = 0;
+    [[maybe_unused]] std::size_t pos = 0;
+    [[maybe_unused]] std::array<std::size_t, stage_lookahead> hashes{};
+    if constexpr (contiguous) {
+      data = std::ranges::data(batch);
+      size = static_cast<std::size_t>(std::ranges::size(batch));
+      for (std::size_t i = 0; i < std::min(size, stage_lookahead); ++i) {
+        hashes[i] = traits::hash(key_, data[i]);
+      }
+    }
+
     for (auto&& in : batch) {
       const change_type& r = in;
+      [[maybe_unused]] std::size_t hash = 0;
+      if constexpr (contiguous) {
+        hash = hashes[pos % stage_lookahead];
+        if (pos + 2 * stage_lookahead < size) prefetch_change(data[pos + 2 * stage_lookahead]);
+        if (pos + stage_lookahead < size) {
+          const change_type& a = data[pos + stage_lookahead];
+          const std::size_t h = traits::hash(key_, a);
+          hashes[pos % stage_lookahead] = h;
+          sc.prefetch(probe{&a, h});
+        }
+        ++pos;
+      }
       ++stats.input_rows;
       if constexpr (sizeof...(P) > 0) {
         if (!checks.check(r, counts, name_, describe)) {
@@ -527,7 +609,12 @@ class AutoCdc {
         if (!batch_floor_ || *batch_floor_ < *s) batch_floor_ = std::move(*s);
         continue;
       }
-      const probe p{&r, traits::hash(key_, r)};
+      probe p{&r, 0};
+      if constexpr (contiguous) {
+        p.hash = hash;
+      } else {
+        p.hash = traits::hash(key_, r);
+      }
       std::uint32_t i;
       if constexpr (refer) {
         i = sc.add_ref(r, p);
@@ -543,6 +630,7 @@ class AutoCdc {
       }
     }
     if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+    sc.group_rows();
   }
 
   /// Fills order_[from..) with the group's rows by sequence (source order
@@ -554,9 +642,24 @@ class AutoCdc {
   std::uint32_t sort_group(const typename scratch_type::group& grp, BatchStats& stats) {
     const scratch_type& sc = *scratch_;
     const auto begin = static_cast<std::uint32_t>(order_.size());
-    for (std::uint32_t c = grp.head; c != detail::cdc_npos; c = sc.next[c]) order_.push_back(c);
+    order_.insert(order_.end(), sc.members.begin() + grp.first,
+                  sc.members.begin() + grp.first + grp.count);
     if (grp.count == 1) return begin + 1;
     const auto less = [&](std::uint32_t a, std::uint32_t b) { return seqs_[a] < seqs_[b]; };
+    if constexpr (std::is_trivially_copyable_v<sequence_type> && sizeof(sequence_type) <= 16) {
+      if (grp.count > 16) {
+        // A large group: sort (sequence, row) pairs, without the indirection
+        // per comparison; rows are numbered in source order, so this is stable.
+        sort_buf_.clear();
+        for (std::size_t k = begin; k < order_.size(); ++k) {
+          sort_buf_.emplace_back(seqs_[order_[k]], order_[k]);
+        }
+        std::sort(sort_buf_.begin(), sort_buf_.end(), [](const auto& a, const auto& b) {
+          return a.first < b.first || (!(b.first < a.first) && a.second < b.second);
+        });
+        for (std::size_t k = 0; k < sort_buf_.size(); ++k) order_[begin + k] = sort_buf_[k].second;
+      }
+    }
     if (grp.count <= 16) {  // the common case: a stable insertion sort, no buffer
       for (std::size_t k = begin + 1; k < order_.size(); ++k) {
         const std::uint32_t c = order_[k];
@@ -564,7 +667,8 @@ class AutoCdc {
         for (; j > begin && less(c, order_[j - 1]); --j) order_[j] = order_[j - 1];
         order_[j] = c;
       }
-    } else {
+    } else if constexpr (!(std::is_trivially_copyable_v<sequence_type> &&
+                           sizeof(sequence_type) <= 16)) {
       std::stable_sort(order_.begin() + begin, order_.end(), less);
     }
     // Keep the last of each run of equal sequences.
@@ -607,17 +711,21 @@ class AutoCdc {
     const bool gc = settings_.tombstone_gc_threshold.has_value();
     now_ = settings_.tombstone_gc_threshold ? read_clock() : cdc_clock::time_point{};
     truncating_ = batch_floor_.has_value() && (!floor_ || *floor_ < *batch_floor_);
+    probe_all();
 
     for (std::size_t g = 0; g < n; ++g) {
+      if (g + row_prefetch_distance < n) prefetch_group_rows(g + row_prefetch_distance);
+      if constexpr (ignore_active) {  // the stored row is read while planning
+        if (g + row_prefetch_distance < n) {
+          if (const scd1_entry* a = hits_[g + row_prefetch_distance]; a && a->row != no_row) {
+            detail::prefetch_row(store, a->row);
+          }
+        }
+      }
       const auto& grp = sc.groups[g];
       const std::uint32_t b = static_cast<std::uint32_t>(order_.size());
       const std::uint32_t e = sort_group(grp, stats);
-      if (g + prefetch_distance < n) {
-        const auto& ahead = sc.groups[g + prefetch_distance];
-        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
-      }
-      auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
-      scd1_entry* hit = it == index_.end() ? nullptr : &it->second;
+      scd1_entry* hit = hits_[g];
       // The key, copied before the last upsert's row is moved into the target row.
       std::optional<key_type> key;
       if (hit == nullptr || gc) key.emplace(key_(sc.row(grp.head)));
@@ -844,7 +952,20 @@ class AutoCdc {
     std::size_t next_new_key = 0;
     std::size_t next_gc_key = 0;
     const bool gc = settings_.tombstone_gc_threshold.has_value();
-    for (scd1_plan& p : plans1_) {
+    const std::size_t n = plans1_.size();
+    for (std::size_t q = 0; q < n; ++q) {
+      // The target rows are first touched here (entries were, while
+      // planning, but may have been evicted since).
+      if (q + 2 * commit_prefetch_distance < n) {
+        if (const scd1_entry* a = plans1_[q + 2 * commit_prefetch_distance].hit) {
+          detail::cdc_prefetch(a);
+        }
+      }
+      if (q + commit_prefetch_distance < n) {
+        const scd1_plan& a = plans1_[q + commit_prefetch_distance];
+        if (a.hit != nullptr && a.hit->row != no_row) detail::prefetch_row(store, a.hit->row);
+      }
+      scd1_plan& p = plans1_[q];
       scd1_entry* e = p.hit;
       if (e == nullptr) {
         e = &index_.emplace(std::move(new_keys_[next_new_key++]), std::move(p.state))
@@ -942,10 +1063,51 @@ class AutoCdc {
     }
   }
 
+  /// Fills hits_ with every group's entry (nullptr: a new key), probing the
+  /// index with prefetching ahead: one pass that only probes keeps many
+  /// misses in flight, and the planning pass then finds its entries known.
+  void probe_all() {
+    scratch_type& sc = *scratch_;
+    const std::size_t n = sc.groups.size();
+    hits_.resize(n);
+    for (std::size_t g = 0; g < n; ++g) {
+      if (g + probe_prefetch_distance < n) {
+        const auto& ahead = sc.groups[g + probe_prefetch_distance];
+        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
+      }
+      const auto& grp = sc.groups[g];
+      auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
+      hits_[g] = it == index_.end() ? nullptr : &it->second;
+    }
+  }
+
+  /// Prefetches the batch rows of group g (a key's changes are scattered
+  /// over the batch, which need not fit in cache).
+  void prefetch_group_rows(std::size_t g) const noexcept {
+    const scratch_type& sc = *scratch_;
+    const auto& grp = sc.groups[g];
+    for (std::uint32_t k = grp.first; k < grp.first + grp.count; ++k) {
+      prefetch_change(sc.row(sc.members[k]));
+    }
+  }
+  static void prefetch_change(const change_type& r) noexcept {
+    detail::cdc_prefetch(&r);
+    if constexpr (sizeof(change_type) > 64) {
+      detail::cdc_prefetch(reinterpret_cast<const char*>(&r + 1) - 1);
+    }
+  }
+
   // --- SCD type 2 ------------------------------------------------------------------------
+
+  // An index entry may straddle two cache lines.
+  static void prefetch_entry(const scd2_entry* e) noexcept {
+    detail::cdc_prefetch(e);
+    detail::cdc_prefetch(reinterpret_cast<const char*>(e + 1) - 1);
+  }
 
   template <class Store, class Target>
   void plan_scd2(Store& store, detail::cdc_target_scratch<Target>& ts, BatchStats& stats) {
+    using M = mapping<Target>;
     scratch_type& sc = *scratch_;
     const std::size_t n = sc.groups.size();
     index_.reserve(index_.size() + n);  // as in plan_scd1: plans point into the index
@@ -953,46 +1115,124 @@ class AutoCdc {
     plans2_.clear();
     plans2_.reserve(n);
     reps_.clear();
+    new_keys_.clear();
+    fresh_.clear();
+    inserts_ = 0;
+    probe_all();
     for (std::size_t g = 0; g < n; ++g) {
+      // The entries were probed above; now their arrays (history and
+      // versions) and then the current version's row are prefetched ahead,
+      // each step reading what the previous one brought in.
+      if (g + 2 * entry_prefetch_distance < n) {
+        if (const scd2_entry* a = hits_[g + 2 * entry_prefetch_distance]) prefetch_entry(a);
+      }
+      if (g + entry_prefetch_distance < n) {
+        if (const scd2_entry* a = hits_[g + entry_prefetch_distance]) {
+          if (!a->history.empty()) detail::cdc_prefetch(&a->history.back());
+          if (!a->versions.empty()) detail::cdc_prefetch(&a->versions.back());
+        }
+      }
+      if (g + row_prefetch_distance < n) {
+        prefetch_group_rows(g + row_prefetch_distance);
+        if (const scd2_entry* a = hits_[g + row_prefetch_distance]; a && !a->versions.empty()) {
+          detail::prefetch_row(store, a->versions.back());
+        }
+      }
       const auto& grp = sc.groups[g];
       const std::uint32_t b = static_cast<std::uint32_t>(order_.size());
       const std::uint32_t e = sort_group(grp, stats);
-      if (g + prefetch_distance < n) {
-        const auto& ahead = sc.groups[g + prefetch_distance];
-        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
-      }
-      auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
-      scd2_entry* hit = it == index_.end() ? nullptr : &it->second;
+      scd2_entry* hit = hits_[g];
       for (std::uint32_t k = b; k < e; ++k) {
         ++(ops_[order_[k]] == op::remove ? stats.deleted_rows : stats.upserted_rows);
       }
       scd2_plan plan{hit, static_cast<std::uint32_t>(g), b, e,
-                     static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, true};
+                     static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, 0,
+                     hit ? static_cast<std::uint32_t>(hit->history.size()) : 0,
+                     detail::cdc_npos, true};
       const std::vector<event>* hist = hit ? &hit->history : nullptr;
-      plan.append = hist == nullptr || hist->empty() || hist->back().seq < seqs_[order_[b]];
+      const sequence_type& first = seqs_[order_[b]];
+      plan.append = hist == nullptr || hist->empty() || hist->back().seq < first;
       plan.v_begin = static_cast<std::uint32_t>(ts.used);
       if (plan.append) {
+        plan.ev_from = hist ? static_cast<std::uint32_t>(hist->size()) : 0;
         // Continue from the current version (if the key is open).
         std::uint32_t cur = detail::cdc_npos;
+        std::uint32_t k = b;
+        plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
         if (hit && !hit->versions.empty() &&
             !end_col<Target>::get(store.get(hit->versions.back())).has_value()) {
-          cur = ts.alloc();
-          ts.rows[cur] = store.get(hit->versions.back());
-          plan.from = static_cast<std::uint32_t>(hit->versions.size() - 1);
-        } else {
-          plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
+          const Target& stored = store.get(hit->versions.back());
+          const std::uint32_t c = order_[b];
+          if constexpr (close_in_place<Store, Target>) {
+            // The common case: the first new change closes the stored
+            // version (a delete, or an upsert with other tracked values),
+            // which is then closed in place at commit instead of being
+            // copied into scratch and written back whole.
+            if (ops_[c] == op::remove) {
+              plan.close = c;
+              k = b + 1;
+            } else if constexpr (opts::ignore_mode == 0) {
+              cur = ts.alloc();
+              Target& t = ts.rows[cur];
+              M::assign(t, sc.row(c));
+              start_col<Target>::get(t) = seqs_[c];
+              end_col<Target>::get(t).reset();
+              if (M::tracked_equal(stored, t)) {  // updated in place, keeping its start
+                start_col<Target>::get(t) = start_col<Target>::get(stored);
+                --plan.from;
+              } else {
+                plan.close = c;
+              }
+              k = b + 1;
+            }
+          }
+          if (k == b) {  // the general case: continue from a copy of the version
+            cur = ts.alloc();
+            ts.rows[cur] = stored;
+            --plan.from;
+          }
         }
-        for (std::uint32_t k = b; k < e; ++k) {
+        for (; k < e; ++k) {
           const std::uint32_t c = order_[k];
-          walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.rows[c]);
+          walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.row(c));
         }
       } else {
-        // A late change: re-derive the key's history from its first change,
-        // merging the stored and the new changes (a new change replaces a
-        // stored one of equal sequence: a tie, R-CDC-5).
-        plan.from = 0;
+        // A late change: re-derive the key's history from the last version
+        // that starts at or before the earliest new change. The state
+        // before that version's opening change is known without replaying
+        // what precedes it: the version before it, as stored, if it was
+        // still open then (it ends where this one starts; no change
+        // between them), else no open version. Changes at or after the
+        // opening one are merged with the new ones (a new change replaces
+        // a stored one of equal sequence: a tie, R-CDC-5).
+        const auto& vs = hit->versions;
+        const auto after = std::upper_bound(
+            vs.begin(), vs.end(), first, [&](const sequence_type& s, row_id id) {
+              return s < start_col<Target>::get(store.get(id));
+            });
         std::uint32_t cur = detail::cdc_npos;
         std::size_t i = 0;
+        plan.from = 0;
+        if (after != vs.begin()) {
+          const auto v = static_cast<std::size_t>(after - vs.begin()) - 1;
+          const sequence_type& start = start_col<Target>::get(store.get(vs[v]));
+          i = static_cast<std::size_t>(
+              std::lower_bound(hist->begin(), hist->end(), start,
+                               [](const event& ev, const sequence_type& s) { return ev.seq < s; }) -
+              hist->begin());
+          plan.from = static_cast<std::uint32_t>(v);
+          if (v > 0) {
+            const Target& prev = store.get(vs[v - 1]);
+            const auto& prev_end = end_col<Target>::get(prev);
+            if (prev_end.has_value() && !(*prev_end < start) && !(start < *prev_end)) {
+              cur = ts.alloc();
+              ts.rows[cur] = prev;
+              end_col<Target>::get(ts.rows[cur]).reset();
+              plan.from = static_cast<std::uint32_t>(v - 1);
+            }
+          }
+        }
+        plan.ev_from = static_cast<std::uint32_t>(i);
         std::uint32_t k = b;
         while (i < hist->size() || k < e) {
           const event* old = i < hist->size() ? &(*hist)[i] : nullptr;
@@ -1002,14 +1242,14 @@ class AutoCdc {
               ++stats.tied_rows;
               if constexpr (opts::strict) {
                 if (!same_change(old->remove ? op::remove : op::upsert, old->row, ops_[c],
-                                 sc.rows[c])) {
-                  throw_tie(sc.rows[c], "as a stored change");
+                                 sc.row(c))) {
+                  throw_tie(sc.row(c), "as a stored change");
                 }
               }
               reps_.push_back({static_cast<std::uint32_t>(i), c});
               ++i;
             }
-            walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.rows[c]);
+            walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.row(c));
             ++k;
           } else {
             walk_step<Target>(ts, cur, old->seq, old->remove, old->row);
@@ -1019,6 +1259,27 @@ class AutoCdc {
       }
       plan.v_end = static_cast<std::uint32_t>(ts.used);
       plan.rep_end = static_cast<std::uint32_t>(reps_.size());
+      // Room for the commit, made while the entry is in cache (growing a
+      // capacity changes no state, so it may happen before a later error).
+      const std::size_t derived = plan.v_end - plan.v_begin;
+      // Staged by reference, ties are appended too before they replace the
+      // stored events (copy_events_scd2).
+      const std::size_t events = (plan.ev_end - plan.ev_begin) -
+                                 (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
+      if (hit == nullptr) {
+        new_keys_.push_back(key_(sc.row(grp.head)));
+        scd2_entry fresh;
+        fresh.history.reserve(events);
+        fresh.versions.reserve(derived);
+        fresh_.push_back(std::move(fresh));
+        inserts_ += derived;
+      } else {
+        detail::cdc_reserve_grow(hit->history, hit->history.size() + events);
+        detail::cdc_reserve_grow(hit->versions, plan.from + derived);
+        if (plan.from + derived > hit->versions.size()) {
+          inserts_ += plan.from + derived - hit->versions.size();
+        }
+      }
       plans2_.push_back(plan);
     }
   }
@@ -1058,60 +1319,143 @@ class AutoCdc {
     cur = cand;
   }
 
-  template <class Store>
-  void reserve_scd2(Store& store) {
+  /// A batch staged by reference: appends a copy of every new change
+  /// (ties included) to its key's history, after the stored events, in the
+  /// order of order_ (room was reserved while planning). Copying may throw:
+  /// then every history is restored to its stored events, and the error
+  /// propagates. commit_scd2 puts the copies in place.
+  void copy_events_scd2() {
     scratch_type& sc = *scratch_;
-    std::size_t inserts = 0;
-    new_keys_.clear();
-    fresh_.clear();
-    for (const scd2_plan& p : plans2_) {
-      const std::size_t derived = p.v_end - p.v_begin;
-      const std::size_t events = (p.ev_end - p.ev_begin) - (p.rep_end - p.rep_begin);
-      if (p.hit == nullptr) {
-        new_keys_.push_back(key_(sc.rows[sc.groups[p.group].head]));
-        scd2_entry fresh;
-        fresh.history.reserve(events);
-        fresh.versions.reserve(derived);
-        fresh_.push_back(std::move(fresh));
-        inserts += derived;
-      } else {
-        detail::cdc_reserve_grow(p.hit->history, p.hit->history.size() + events);
-        detail::cdc_reserve_grow(p.hit->versions, p.from + derived);
-        if (p.from + derived > p.hit->versions.size()) {
-          inserts += p.from + derived - p.hit->versions.size();
+    if (!sc.by_ref) return;
+    std::size_t q = 0;
+    std::size_t next_new = 0;
+    const std::size_t n = plans2_.size();
+    std::size_t ahead = 0;  // batch rows (in order_) prefetched so far
+    try {
+      for (; q < n; ++q) {
+        const scd2_plan& p = plans2_[q];
+        // As in commit_scd2: the entries and the histories' ends, then the
+        // changes (scattered over the batch) are prefetched ahead.
+        if (q + 2 * commit_prefetch_distance < n) {
+          if (const scd2_entry* a = plans2_[q + 2 * commit_prefetch_distance].hit) {
+            prefetch_entry(a);
+          }
+        }
+        if (q + commit_prefetch_distance < n) {
+          if (const scd2_entry* a = plans2_[q + commit_prefetch_distance].hit) {
+            detail::cdc_prefetch(a->history.data() + a->history.size());
+          }
+        }
+        for (const std::size_t to = std::min<std::size_t>(p.ev_end + commit_prefetch_distance,
+                                                          order_.size());
+             ahead < to; ++ahead) {
+          prefetch_change(sc.row(order_[ahead]));
+        }
+        scd2_entry& e = p.hit != nullptr ? *p.hit : fresh_[next_new++];
+        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
+          const std::uint32_t c = order_[k];
+          e.history.push_back(event{seqs_[c], ops_[c] == op::remove, sc.row(c)});
         }
       }
+    } catch (...) {
+      undo_events_scd2(q + 1);
+      throw;
     }
-    store.reserve(inserts);
+  }
+  /// Undoes copy_events_scd2 for the first `count` plans (fresh entries
+  /// are scratch: they are rebuilt by the next batch).
+  void undo_events_scd2(std::size_t count) noexcept {
+    if (!scratch_->by_ref) return;
+    for (std::size_t q = 0; q < count && q < plans2_.size(); ++q) {
+      const scd2_plan& p = plans2_[q];
+      if (p.hit == nullptr) continue;
+      while (p.hit->history.size() > p.hist_size) p.hit->history.pop_back();
+    }
+  }
+
+  template <class Store>
+  void reserve_scd2(Store& store) {
+    store.reserve(inserts_);  // the keys' own arrays were grown while planning
   }
 
   template <class Store, class Target>
   void commit_scd2(Store& store, detail::cdc_target_scratch<Target>& ts) noexcept {
     scratch_type& sc = *scratch_;
     std::size_t next_new = 0;
-    for (scd2_plan& p : plans2_) {
+    const std::size_t n = plans2_.size();
+    std::size_t ahead = 0;  // batch rows (in order_) prefetched so far
+    for (std::size_t q = 0; q < n; ++q) {
+      scd2_plan& p = plans2_[q];
+      // The changes moved into histories, in key order: scattered over the batch.
+      for (const std::size_t to = std::min<std::size_t>(p.ev_end + commit_prefetch_distance,
+                                                        order_.size());
+           ahead < to; ++ahead) {
+        if (!sc.by_ref) prefetch_change(sc.rows[order_[ahead]]);
+      }
+      // What planning brought in has been evicted since (a batch touches
+      // more than the cache holds): prefetch again, in the same three steps.
+      if (q + 2 * commit_prefetch_distance < n) {
+        if (const scd2_entry* a = plans2_[q + 2 * commit_prefetch_distance].hit) prefetch_entry(a);
+      }
+      if (q + commit_prefetch_distance < n) {
+        if (const scd2_entry* a = plans2_[q + commit_prefetch_distance].hit) {
+          detail::cdc_prefetch(a->history.data() + a->history.size());
+          if (!a->versions.empty()) detail::cdc_prefetch(&a->versions.back());
+        }
+      }
+      if (q + commit_prefetch_distance / 2 < n) {
+        if (const scd2_entry* a = plans2_[q + commit_prefetch_distance / 2].hit;
+            a && !a->versions.empty()) {
+          detail::prefetch_row(store, a->versions.back());
+        }
+      }
       scd2_entry* e = p.hit;
       if (e == nullptr) {
         e = &index_.emplace(std::move(new_keys_[next_new]), std::move(fresh_[next_new]))
                  .first->second;
         ++next_new;
       }
-      // History: ties replace stored changes; the others are merged in.
-      const std::size_t old_size = e->history.size();
-      std::uint32_t r = p.rep_begin;
-      for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
-        const std::uint32_t c = order_[k];
-        if (r < p.rep_end && reps_[r].row == c) {
-          event& ev = e->history[reps_[r].pos];
-          ev.remove = ops_[c] == op::remove;
-          ev.row = std::move(sc.rows[c]);
-          ++r;
-          continue;
+      if constexpr (close_in_place<Store, Target>) {
+        if (p.close != detail::cdc_npos) {  // before its sequence is moved into the history
+          end_col<Target>::get(store.get(e->versions.back())) = seqs_[p.close];
         }
-        e->history.push_back(event{std::move(seqs_[c]), ops_[c] == op::remove, std::move(sc.rows[c])});
       }
-      if (!p.append && old_size != 0 && old_size != e->history.size()) {
-        std::inplace_merge(e->history.begin(),
+      // History: ties replace stored changes; the others are merged in.
+      const std::size_t old_size = p.hist_size;
+      std::uint32_t r = p.rep_begin;
+      if (sc.by_ref) {
+        // The new events were copied in after the stored ones, in the
+        // order of order_: move the ties onto the events they replace and
+        // close the gaps they leave.
+        std::size_t w = old_size;
+        std::size_t j = old_size;
+        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k, ++j) {
+          if (r < p.rep_end && reps_[r].row == order_[k]) {
+            e->history[reps_[r].pos] = std::move(e->history[j]);
+            ++r;
+            continue;
+          }
+          if (w != j) e->history[w] = std::move(e->history[j]);
+          ++w;
+        }
+        while (e->history.size() > w) e->history.pop_back();
+      } else {
+        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
+          const std::uint32_t c = order_[k];
+          if (r < p.rep_end && reps_[r].row == c) {
+            event& ev = e->history[reps_[r].pos];
+            ev.remove = ops_[c] == op::remove;
+            ev.row = std::move(sc.rows[c]);
+            ++r;
+            continue;
+          }
+          e->history.push_back(
+              event{std::move(seqs_[c]), ops_[c] == op::remove, std::move(sc.rows[c])});
+        }
+      }
+      if (!p.append && p.ev_from < old_size && old_size != e->history.size()) {
+        // Only the tail from the re-derivation's start can be out of order.
+        std::inplace_merge(e->history.begin() + static_cast<std::ptrdiff_t>(p.ev_from),
                            e->history.begin() + static_cast<std::ptrdiff_t>(old_size),
                            e->history.end(),
                            [](const event& a, const event& b) { return a.seq < b.seq; });
@@ -1140,6 +1484,7 @@ class AutoCdc {
   K key_{};
   S seq_{};
   const void* target_ = nullptr;
+  bool done_ = false;  // ONCE: a batch was applied
   index_type index_{0, index_hash{}, index_eq{key_}};
   std::optional<sequence_type> floor_;  // SCD1: highest truncate applied
   std::size_t tombstones_ = 0;
@@ -1153,12 +1498,15 @@ class AutoCdc {
   std::vector<sequence_type> seqs_;  // per batch row
   std::vector<op> ops_;              // per batch row
   std::vector<std::uint32_t> order_;  // rows of each group, by sequence
+  std::vector<std::pair<sequence_type, std::uint32_t>> sort_buf_;  // sort_group, large groups
   std::vector<scd1_plan> plans1_;
   std::vector<scd2_plan> plans2_;
   std::vector<replacement> reps_;
   std::vector<key_type> new_keys_;
   std::vector<key_type> gc_keys_;
   std::vector<scd2_entry> fresh_;
+  std::vector<entry*> hits_;  // per group: its entry, or nullptr
+  std::size_t inserts_ = 0;   // SCD2: rows the commit inserts
   std::optional<sequence_type> batch_floor_;
   bool truncating_ = false;
   std::size_t new_tombstones_ = 0;

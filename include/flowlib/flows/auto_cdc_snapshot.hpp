@@ -66,9 +66,9 @@ template <key_extractor K, class Scd = Scd1, class... Options>
 class AutoCdcFromSnapshot {
   using opts = detail::cdc_options<Scd, Options...>;
   static_assert(!opts::has_deletes && !opts::has_truncates && opts::ignore_mode == 0 &&
-                    !opts::strict,
-                "flowlib::AutoCdcFromSnapshot: deletes, truncates, ignore_null_updates and "
-                "strict_sequence are options of AutoCdc (a change feed); a snapshot flow "
+                    !opts::strict && !opts::once,
+                "flowlib::AutoCdcFromSnapshot: deletes, truncates, ignore_null_updates, "
+                "strict_sequence and Once are options of AutoCdc (a change feed); a snapshot flow "
                 "derives its changes from full snapshots. Options here: column_list / "
                 "except_column_list and snapshot_version<T>.");
 
