@@ -222,11 +222,11 @@ class memory_row_store {
         const place p = locate(b);
         slot* const s = segs_[p.seg].slots;
         const std::size_t end = segment_size(p.seg);
-        std::size_t off = p.off;
-        for (; off < end && it != last; ++it, ++off) {
+        // b counts every row built, so that the handler below destroys
+        // them all if the next one throws.
+        for (std::size_t off = p.off; off < end && it != last; ++it, ++off, ++b) {
           ::new (static_cast<void*>(s[off].bytes)) Row(make(*it));
         }
-        b += off - p.off;
       }
     } catch (...) {
       for (std::size_t i = b; i-- > bound_before;) row(static_cast<row_id>(i)).~Row();
