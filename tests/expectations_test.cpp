@@ -347,3 +347,50 @@ TEST_CASE("Expectation builders record name and action") {
   CHECK(decltype(fl::expectations(fl::expect("a", pred), fl::expect("b", pred)))::size == 2);
   CHECK(fl::NoExpectations::size == 0);
 }
+
+namespace ex {
+struct Reading {
+  std::int64_t sensor;
+  std::int64_t seq;
+  std::int64_t value;
+  friend auto operator<=>(const Reading&, const Reading&) = default;
+};
+FLOWLIB_SCHEMA(Reading, sensor, seq, value);
+}  // namespace ex
+
+TEST_CASE_TEMPLATE("R-USING-8: expectations declared on the table apply to REPLACE USING, after the "
+                   "flow's", Storage, FLOWTEST_STORAGE_POLICIES) {
+  using Flow = fl::ReplaceUsing<fl::Key<&ex::Reading::sensor>, fl::Seq<&ex::Reading::seq>>;
+  fl::StreamingTable<ex::Reading, Storage> t{
+      "readings", fl::table_options<ex::Reading>()
+                      .expect(fl::expect_or_drop("non_negative",
+                                                 [](const ex::Reading& r) { return r.value >= 0; }))
+                      .expect(fl::expect_or_fail("not_huge",
+                                                 [](const ex::Reading& r) { return r.value < 1000; }))};
+  Flow flow{"readings_flow"};
+  flow.apply(t, std::vector<ex::Reading>{{1, 1, 10}, {2, 1, 20}});
+
+  // Sensor 1's row at seq 5 is dropped by the table: it sets no floor, so
+  // the row at seq 3 replaces the stored one (R-USING-8).
+  const std::vector<ex::Reading> batch{{1, 5, -1}, {1, 3, 11}, {2, 4, 21}, {3, 1, -7}};
+  const auto warn_odd_sensors = fl::expectations(  // warn: counted, kept
+      fl::expect("even_sensor", [](const ex::Reading& r) { return r.sensor % 2 == 0; }));
+  const fl::BatchStats s = flow.apply(t, batch, warn_odd_sensors);
+  CHECK(s.input_rows == 4);
+  CHECK(s.dropped_rows == 2);
+  CHECK(s.applied_rows == 2);
+  REQUIRE(s.expectations.size() == 3);  // the flow's, then the table's
+  CHECK(s.expectations[0].name == "even_sensor");
+  CHECK(s.expectations[0].failed == 3);
+  CHECK(s.expectations[1].name == "non_negative");
+  CHECK(s.expectations[1].failed == 2);
+  CHECK(s.expectations[2].name == "not_huge");
+  CHECK(s.expectations[2].passed == 4);  // the table's expectations each see every row
+  CHECK(t.sorted_rows() == std::vector<ex::Reading>{{1, 3, 11}, {2, 4, 21}});
+  CHECK(flow.sequence_of(1) == 3);
+
+  // A `fail` on the table stops the batch: nothing is applied.
+  CHECK_THROWS_AS(flow.apply(t, std::vector<ex::Reading>{{1, 9, 12}, {2, 9, 5000}}), fl::error);
+  CHECK(t.sorted_rows() == std::vector<ex::Reading>{{1, 3, 11}, {2, 4, 21}});
+  CHECK(flow.sequence_of(1) == 3);
+}

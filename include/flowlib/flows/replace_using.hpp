@@ -16,6 +16,10 @@
 //   flowlib::BatchStats s = flow.apply(events, batch);            // any input range
 //   flow.apply(events, batch, flowlib::expectations(...));        // with expectations
 //
+// Expectations declared on the target table (table_options().expect(...))
+// apply too, after the flow's own: both run on every row before R-USING-1
+// (R-USING-8), and the metrics list the flow's first, then the table's.
+//
 // All-or-nothing: a batch is read and validated into per-flow scratch space
 // (expectations, null sequences, user exceptions all happen here), the
 // target's storage is reserved, and only then is the batch committed, by
@@ -53,6 +57,7 @@
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -314,6 +319,9 @@ class ReplaceUsing {
                   "flowlib::ReplaceUsing::apply: the target table's row type must be the "
                   "flow's row type (the row type of its Key and Seq columns).");
     check_target(target);
+    if (!target.table_expectation_sets().empty()) {
+      return apply_with_table_expectations(target, batch, checks);
+    }
     BatchStats stats;
     stage(batch, checks, stats);
     auto& store = target.store();
@@ -338,6 +346,64 @@ class ReplaceUsing {
   }
 
  private:
+  // R-USING-8 with expectations declared on the table: the flow's
+  // expectations, then the table's, run on every row before R-USING-1. The
+  // table's are evaluated over a contiguous batch, so the rows that pass the
+  // flow's are first copied (moved, from an rvalue range) into scratch that
+  // is kept across batches; the survivors are then applied as a batch of
+  // their own. A `fail` throws before anything is committed.
+  template <class Table, class R, class... P>
+  BatchStats apply_with_table_expectations(Table& target, R& batch,
+                                           const Expectations<P...>& checks) {
+    BatchStats outer;
+    std::vector<row_type>& rows = checked_rows_;
+    rows.clear();
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [this](const row_type& r) { return key_.describe(r); };
+    constexpr bool move = detail::movable_elements<R>;
+    for (auto&& in : batch) {
+      const row_type& r = in;
+      ++outer.input_rows;
+      if constexpr (sizeof...(P) > 0) {
+        if (!checks.check(r, counts, name_, describe)) {
+          ++outer.dropped_rows;
+          continue;
+        }
+      }
+      if constexpr (move) {
+        rows.push_back(std::move(in));
+      } else {
+        rows.push_back(r);
+      }
+    }
+    if constexpr (sizeof...(P) > 0) checks.report(counts, outer.expectations);
+    keep_.assign(rows.size(), 1);
+    const std::span<const row_type> staged(rows.data(), rows.size());
+    for (const auto& set : target.table_expectation_sets()) {
+      set->evaluate(staged, keep_.data(), outer, name_);
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {  // stable compaction
+      if (keep_[i] == 0) continue;
+      if (i != kept) rows[kept] = std::move(rows[i]);
+      ++kept;
+    }
+    outer.dropped_rows += rows.size() - kept;
+    rows.resize(kept);
+
+    BatchStats stats;
+    stage(rows, NoExpectations{}, stats);
+    auto& store = target.store();
+    reserve_commit(store);
+    target.claim(scratch_.get(), kind, name_, /*exclusive=*/true);
+    target_ = &target;
+    commit(store, stats);
+    stats.input_rows = outer.input_rows;
+    stats.dropped_rows = outer.dropped_rows;
+    stats.expectations = std::move(outer.expectations);
+    return stats;
+  }
+
   using traits = detail::key_traits<K>;
   using scratch_type = detail::keyed_batch_scratch<K, sequence_type>;
   using probe = detail::row_probe<row_type>;
@@ -634,6 +700,8 @@ class ReplaceUsing {
   std::unique_ptr<scratch_type> scratch_;
   std::vector<hit> hits_;            // reserve_commit -> commit
   std::vector<key_type> new_keys_;   // reserve_commit -> commit
+  std::vector<row_type> checked_rows_;  // apply_with_table_expectations: the checked batch
+  std::vector<unsigned char> keep_;     // ... and which of its rows the table keeps
 };
 
 }  // namespace flowlib
