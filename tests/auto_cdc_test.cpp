@@ -652,3 +652,40 @@ TEST_CASE("AUTO CDC ONCE: one batch is applied, later ones are skipped until res
   f1.restore(true);
   CHECK(f1.apply(t, feed()).skipped);
 }
+
+namespace dated_cdc {
+struct Change {
+  std::chrono::year_month_day day;
+  std::optional<std::string> note;
+  std::string operation;
+  std::int64_t seq;
+};
+FLOWLIB_SCHEMA(Change, day, note, operation, seq);
+struct Day {
+  std::chrono::year_month_day day;
+  std::optional<std::string> note;
+  friend auto operator<=>(const Day&, const Day&) = default;
+};
+FLOWLIB_SCHEMA(Day, day, note);
+struct IsDelete {
+  bool operator()(const Change& c) const { return c.operation == "DELETE"; }
+};
+}  // namespace dated_cdc
+
+TEST_CASE("R-CDC-1: a calendar date is a key column") {
+  using namespace std::chrono;
+  using dated_cdc::Change;
+  using dated_cdc::Day;
+  using Flow = fl::AutoCdc<fl::Key<&Change::day>, fl::Seq<&Change::seq>, fl::Scd1,
+                           fl::apply_as_deletes<dated_cdc::IsDelete>,
+                           fl::except_column_list<"operation", "seq">>;
+  const year_month_day a = 2026y / December / 1;
+  const year_month_day b = 2026y / December / 2;
+  fl::StreamingTable<Day> t{"days"};
+  Flow flow{"days_cdc"};
+  flow.apply(t, std::vector<Change>{{a, "open", "INSERT", 1}, {b, "open", "INSERT", 1}});
+  flow.apply(t, std::vector<Change>{{a, "closed", "UPDATE", 3}, {b, std::nullopt, "DELETE", 2},
+                                    {a, "late", "UPDATE", 2}});
+  CHECK(t.sorted_rows() == std::vector<Day>{{a, "closed"}});
+  CHECK(flow.tombstone_count() == 1);
+}

@@ -658,3 +658,43 @@ TEST_CASE("fwd.hpp declares the public templates the headers define") {
   static_assert(std::is_class_v<fl::Scd2<>> && std::is_class_v<fl::Scd1>);
   static_assert(std::is_class_v<fl::Catalog> && std::is_class_v<fl::DedupOptions>);
 }
+
+namespace core {
+// R-USING-6: dates are key types (the seed keys tables by date).
+struct Dated {
+  std::chrono::sys_days day;
+  std::optional<std::chrono::year_month_day> booked;
+  std::int64_t region = 0;
+  std::int64_t seq = 0;
+};
+FLOWLIB_SCHEMA(Dated, day, booked, region, seq);
+}  // namespace core
+
+TEST_CASE("R-USING-6: std::chrono dates and time points are key types; the hash hooks agree") {
+  using namespace std::chrono;
+  using Single = fl::Key<&core::Dated::day>;
+  using Composite = fl::Key<&core::Dated::booked, &core::Dated::region>;
+  static_assert(fl::key_extractor<Single> && fl::key_extractor<Composite>);
+  static_assert(fl::detail::key_hashable<sys_seconds> && fl::detail::key_hashable<seconds> &&
+                fl::detail::key_hashable<year_month_day> &&
+                fl::detail::key_hashable<std::tuple<std::optional<year_month_day>, int>>);
+  static_assert(!fl::detail::key_hashable<std::tuple<int, core::Dated>>);
+  // Where absl hashes the type, the hash is absl's.
+  CHECK(fl::detail::key_hash<std::int64_t>{}(42) == absl::Hash<std::int64_t>{}(42));
+  CHECK(fl::detail::key_hash<std::string>{}("x") == absl::Hash<std::string>{}("x"));
+
+  const Single single;
+  const Composite composite;
+  std::set<std::size_t> hashes;
+  for (int d = 0; d < 100; ++d) {
+    const sys_days day = sys_days{2026y / January / 1} + days{d};
+    const core::Dated row{day, d % 3 == 0 ? std::nullopt : std::optional(year_month_day{day}), d % 4, 1};
+    using ST = fl::detail::key_traits<Single>;
+    using CT = fl::detail::key_traits<Composite>;
+    // The row hook (no key built) equals the hash of the built key.
+    CHECK(ST::hash(single, row) == ST::hash(single, single(row)));
+    CHECK(CT::hash(composite, row) == CT::hash(composite, composite(row)));
+    hashes.insert(ST::hash(single, row));
+  }
+  CHECK(hashes.size() == 100);  // distinct days, distinct hashes
+}

@@ -13,6 +13,7 @@
 #include <range/v3/view/move.hpp>
 #include <range/v3/view/transform.hpp>
 
+#include <chrono>
 #include <compare>
 #include <cstdint>
 #include <iterator>
@@ -950,4 +951,34 @@ TEST_CASE_TEMPLATE("Custom key_extractor and sequence_extractor types plug into 
     CHECK(e.key() == "login=cy");
   }
   CHECK(t.size() == 2);
+}
+
+namespace dated {
+// The seed keys daily partial snapshots by date.
+struct DailyTotal {
+  std::chrono::sys_days day;
+  std::int64_t region;
+  std::int64_t total;
+  std::int64_t seq;
+  friend auto operator<=>(const DailyTotal&, const DailyTotal&) = default;
+};
+FLOWLIB_SCHEMA(DailyTotal, day, region, total, seq);
+}  // namespace dated
+
+TEST_CASE_TEMPLATE("R-USING-6: a date is a key column", Storage, FLOWTEST_STORAGE_POLICIES) {
+  using namespace std::chrono;
+  using dated::DailyTotal;
+  using Flow = fl::ReplaceUsing<fl::Key<&DailyTotal::day, &DailyTotal::region>,
+                                fl::Seq<&DailyTotal::seq>>;
+  const sys_days d1 = 2026y / December / 1;
+  const sys_days d2 = 2026y / December / 2;
+  fl::StreamingTable<DailyTotal, Storage> t{"daily_totals"};
+  Flow flow{"daily_totals_flow"};
+  flow.apply(t, std::vector<DailyTotal>{{d1, 1, 10, 1}, {d1, 2, 20, 1}, {d2, 1, 30, 1}});
+  const fl::BatchStats s = flow.apply(t, std::vector<DailyTotal>{{d1, 1, 11, 2}, {d2, 1, 5, 0}});
+  CHECK(s.replaced_rows == 1);
+  CHECK(s.ignored_late_rows == 1);
+  CHECK(t.sorted_rows() ==
+        std::vector<DailyTotal>{{d1, 1, 11, 2}, {d1, 2, 20, 1}, {d2, 1, 30, 1}});
+  CHECK(flow.sequence_of({d1, 1}) == 2);
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <flowlib/detail/format.hpp>
+#include <flowlib/detail/key_hash.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/schema.hpp>
 
@@ -39,7 +40,8 @@ namespace flowlib {
 /// Required: `row_type`, `value_type`, `k(row) -> value_type`, and
 /// `k.describe(row) -> std::string` ("col=value, ...", used in errors).
 /// Optional hooks, used when present (see detail::key_traits):
-/// `k.hash(row)` equal to `absl::Hash<value_type>{}(k(row))`, and
+/// `k.hash(row)` equal to `detail::key_hash<value_type>{}(k(row))` (absl::Hash
+/// for the types absl hashes), and
 /// `k.equal(row, value)`, both avoiding a copy of the key on hot paths.
 template <class K>
 concept key_extractor =
@@ -53,7 +55,7 @@ concept key_extractor =
       { k.describe(r) } -> std::convertible_to<std::string>;
     } &&
     std::totally_ordered<typename K::value_type> &&
-    detail::absl_hashable<typename K::value_type> &&
+    detail::key_hashable<typename K::value_type> &&
     std::is_nothrow_move_constructible_v<typename K::value_type> &&
     std::is_nothrow_move_assignable_v<typename K::value_type>;
 
@@ -99,11 +101,11 @@ struct column_type_check {
                 "flowlib: a key or sequence column's type is not totally ordered. Key "
                 "and sequence types must be sortable: give the type operator<=> and "
                 "operator== (R-USING-6).");
-  static_assert(!IsKey || absl_hashable<U>,
+  static_assert(!IsKey || key_hashable<U>,
                 "flowlib: a key column's type is not hashable. Provide "
                 "`template <class H> friend H AbslHashValue(H h, const T& v)` for it "
-                "(R-USING-6). For a type you cannot change (std::chrono dates and time "
-                "points), key on its count, or on a wrapper struct that has AbslHashValue.");
+                "(R-USING-6). (Types absl hashes, std::chrono durations, time points and "
+                "dates, and optionals and tuples of these, are hashable already.)");
   static constexpr bool ok = true;
 };
 
@@ -151,8 +153,8 @@ struct Key {
       return value_type(r.*Members...);
     }
   }
-  /// Equal to absl::Hash<value_type>{}((*this)(r)), without building the key.
-  std::size_t hash(const row_type& r) const { return absl::HashOf(r.*Members...); }
+  /// Equal to detail::key_hash<value_type>{}((*this)(r)), without building the key.
+  std::size_t hash(const row_type& r) const { return detail::hash_of(r.*Members...); }
   bool equal(const row_type& r, const value_type& v) const {
     if constexpr (size == 1) {
       return r.*first_member == v;
@@ -258,10 +260,10 @@ struct key_traits {
     if constexpr (requires { { k.hash(r) } -> std::convertible_to<std::size_t>; }) {
       return k.hash(r);
     } else {
-      return absl::Hash<value_type>{}(k(r));
+      return key_hash<value_type>{}(k(r));
     }
   }
-  static std::size_t hash(const K&, const value_type& v) { return absl::Hash<value_type>{}(v); }
+  static std::size_t hash(const K&, const value_type& v) { return key_hash<value_type>{}(v); }
   static bool equal(const K& k, const row_type& r, const value_type& v) {
     if constexpr (requires { { k.equal(r, v) } -> std::convertible_to<bool>; }) {
       return k.equal(r, v);

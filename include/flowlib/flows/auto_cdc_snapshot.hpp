@@ -172,7 +172,7 @@ class AutoCdcFromSnapshot {
   };
   struct index_hash {
     using is_transparent = void;
-    std::size_t operator()(const key_type& k) const { return absl::Hash<key_type>{}(k); }
+    std::size_t operator()(const key_type& k) const { return detail::key_hash<key_type>{}(k); }
     std::size_t operator()(const probe& p) const noexcept { return p.hash; }
   };
   struct index_eq {

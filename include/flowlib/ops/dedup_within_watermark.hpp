@@ -583,7 +583,7 @@ class DedupWithinWatermark {
     using is_transparent = void;
     const state* s;
     std::size_t operator()(std::uint32_t slot) const {
-      return absl::Hash<key_type>{}(s->slab[slot].key);
+      return detail::key_hash<key_type>{}(s->slab[slot].key);
     }
     std::size_t operator()(const row_probe& p) const noexcept { return p.hash; }
     std::size_t operator()(const key_probe& p) const noexcept { return p.hash; }
@@ -661,7 +661,7 @@ class DedupWithinWatermark {
 
   const entry* find(const key_type& k) const {
     const state& s = *state_;
-    auto it = s.index.find(key_probe{&k, absl::Hash<key_type>{}(k)});
+    auto it = s.index.find(key_probe{&k, detail::key_hash<key_type>{}(k)});
     if (it == s.index.end()) return nullptr;
     return &s.slab[*it];
   }
@@ -844,7 +844,7 @@ class DedupWithinWatermark {
     const rep bw = s.bucket_id(wm);
     std::uint64_t evicted = 0;
     auto drop = [&](std::uint32_t slot) {
-      s.index.erase(slot_probe{slot, absl::Hash<key_type>{}(s.slab[slot].key)});
+      s.index.erase(slot_probe{slot, detail::key_hash<key_type>{}(s.slab[slot].key)});
       s.free.push_back(slot);
       ++evicted;
     };
@@ -858,7 +858,7 @@ class DedupWithinWatermark {
         static_assert(ring > d);
         std::size_t hashes[ring];
         const auto prime = [&](std::size_t j) {
-          hashes[j % ring] = absl::Hash<key_type>{}(s.slab[v[j]].key);
+          hashes[j % ring] = detail::key_hash<key_type>{}(s.slab[v[j]].key);
           s.index.prefetch(slot_probe{v[j], hashes[j % ring]});
         };
         for (std::size_t j = 0; j < std::min(n, 2 * d); ++j) __builtin_prefetch(&s.slab[v[j]]);
