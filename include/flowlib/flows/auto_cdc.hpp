@@ -122,6 +122,7 @@
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/key_index.hpp>
 #include <flowlib/detail/cdc_batch.hpp>
 #include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/fixed_string.hpp>
@@ -437,21 +438,7 @@ class AutoCdc {
   };
   using entry = std::conditional_t<is_scd2, scd2_entry, scd1_entry>;
 
-  struct index_hash {
-    using is_transparent = void;
-    std::size_t operator()(const key_type& k) const { return detail::key_hash<key_type>{}(k); }
-    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
-  };
-  struct index_eq {
-    using is_transparent = void;
-    K key;
-    bool operator()(const key_type& a, const key_type& b) const { return a == b; }
-    bool operator()(const key_type& a, const probe& p) const {
-      return traits::equal(key, *p.row, a);
-    }
-    bool operator()(const probe& p, const key_type& a) const { return (*this)(a, p); }
-  };
-  using index_type = absl::flat_hash_map<key_type, entry, index_hash, index_eq>;
+  using index_type = detail::key_index<K, probe, entry>;
 
   // --- per-batch plans -----------------------------------------------------------
 
@@ -1485,7 +1472,7 @@ class AutoCdc {
   S seq_{};
   const void* target_ = nullptr;
   bool done_ = false;  // ONCE: a batch was applied
-  index_type index_{0, index_hash{}, index_eq{key_}};
+  index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::optional<sequence_type> floor_;  // SCD1: highest truncate applied
   std::size_t tombstones_ = 0;
   std::vector<std::pair<key_type, cdc_clock::time_point>> gc_queue_;  // by deletion time

@@ -39,6 +39,7 @@
 // (every mapped column needs operator==). State: one entry per current key.
 #pragma once
 
+#include <flowlib/detail/key_index.hpp>
 #include <flowlib/flows/auto_cdc.hpp>
 
 #include <range/v3/view/move.hpp>
@@ -170,21 +171,7 @@ class AutoCdcFromSnapshot {
     row_id row;              // SCD1: the row; SCD2: the current version
     std::uint64_t seen = 0;  // the last snapshot that contained the key
   };
-  struct index_hash {
-    using is_transparent = void;
-    std::size_t operator()(const key_type& k) const { return detail::key_hash<key_type>{}(k); }
-    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
-  };
-  struct index_eq {
-    using is_transparent = void;
-    K key;
-    bool operator()(const key_type& a, const key_type& b) const { return a == b; }
-    bool operator()(const key_type& a, const probe& p) const {
-      return traits::equal(key, *p.row, a);
-    }
-    bool operator()(const probe& p, const key_type& a) const { return (*this)(a, p); }
-  };
-  using index_type = absl::flat_hash_map<key_type, entry, index_hash, index_eq>;
+  using index_type = detail::key_index<K, probe, entry>;
 
   enum class action : std::uint8_t { insert, assign, close_and_insert, remove, close };
   struct step {
@@ -349,7 +336,7 @@ class AutoCdcFromSnapshot {
   K key_{};
   const void* target_ = nullptr;
   std::optional<version_type> last_;
-  index_type index_{0, index_hash{}, index_eq{key_}};
+  index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::uint64_t stamp_ = 0;
   std::unique_ptr<scratch_type> scratch_;
   std::unique_ptr<detail::cdc_target_scratch_base> tscratch_;

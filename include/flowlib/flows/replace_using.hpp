@@ -43,6 +43,7 @@
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/key_index.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/stats.hpp>
@@ -413,21 +414,7 @@ class ReplaceUsing {
     row_id head;          // first target row of the key
     std::uint32_t count;  // rows of the key (chained through next_)
   };
-  struct index_hash {
-    using is_transparent = void;
-    std::size_t operator()(const key_type& k) const { return detail::key_hash<key_type>{}(k); }
-    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
-  };
-  struct index_eq {
-    using is_transparent = void;
-    K key;
-    bool operator()(const key_type& a, const key_type& b) const { return a == b; }
-    bool operator()(const key_type& a, const probe& p) const {
-      return traits::equal(key, *p.row, a);
-    }
-    bool operator()(const probe& p, const key_type& a) const { return (*this)(a, p); }
-  };
-  using index_type = absl::flat_hash_map<key_type, entry, index_hash, index_eq>;
+  using index_type = detail::key_index<K, probe, entry>;
 
   // How many groups ahead the probe and commit loops prefetch. The probe
   // loop does little per group, so it looks further ahead to cover a miss.
@@ -695,7 +682,7 @@ class ReplaceUsing {
   K key_;
   S seq_;
   const void* target_ = nullptr;
-  index_type index_{0, index_hash{}, index_eq{key_}};
+  index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::vector<row_id> next_;  // chain of a key's target rows, by row id
   std::unique_ptr<scratch_type> scratch_;
   std::vector<hit> hits_;            // reserve_commit -> commit
