@@ -23,3 +23,178 @@ TEST_CASE("R-CDC-5 R-CDC-6: SCD1 ignore_null_updates with ties, source order kep
   run_cases<Scd1Ignore>(kVariantCases, 23000, /*truncates=*/true,
                         [](const auto& c) { return reference_scd1(c, true); }, /*ties=*/true);
 }
+
+// --- The one-pass path against the planned path -----------------------------------
+//
+// A batch for a target the flow already maintains is applied in one pass
+// over the changes (see apply_one_pass in flows/auto_cdc.hpp); the first
+// batch, batches with a truncate and input ranges that are not forward
+// ranges are planned. Both must give the same target, flow state and
+// metrics, batch after batch, and a failing batch must change nothing.
+
+#include "support/storage_policies.hpp"
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <stdexcept>
+
+namespace onepass {
+
+/// The batch as an input range (not a forward range): always planned.
+struct input_only {
+  const std::vector<Change>* rows;
+  struct iterator {
+    using value_type = Change;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+    const Change* p = nullptr;
+    const Change& operator*() const { return *p; }
+    iterator& operator++() {
+      ++p;
+      return *this;
+    }
+    void operator++(int) { ++p; }
+    bool operator==(const iterator&) const = default;
+  };
+  iterator begin() const { return {rows->data()}; }
+  iterator end() const { return {rows->data() + rows->size()}; }
+};
+static_assert(std::ranges::input_range<input_only> && !std::ranges::forward_range<input_only>);
+
+/// A delete predicate that throws at its n-th call (n < 0: never).
+struct CountingDelete {
+  std::shared_ptr<int> calls_left = std::make_shared<int>(-1);
+  bool operator()(const Change& c) const {
+    if (*calls_left >= 0 && (*calls_left)-- == 0) throw std::runtime_error("predicate failed");
+    return c.op == model::remove;
+  }
+};
+
+using Flow = fl::AutoCdc<K, S, fl::Scd1, fl::apply_as_deletes<CountingDelete>,
+                         fl::apply_as_truncates<IsTruncate>, Cols>;
+
+/// A batch over few keys and few sequences: ties, changes out of order,
+/// deletes, re-inserts, sometimes a truncate.
+std::vector<Change> random_batch(std::mt19937& rng, bool truncates) {
+  std::uniform_int_distribution<int> pct(0, 99);
+  const std::size_t n = std::uniform_int_distribution<std::size_t>(1, 14)(rng);
+  std::vector<Change> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    Change c{std::uniform_int_distribution<int>(0, 5)(rng), std::nullopt, std::nullopt, upsert,
+             std::uniform_int_distribution<std::int64_t>(1, 40)(rng)};
+    const int p = pct(rng);
+    if (truncates && p < 3) {
+      c.op = model::truncate;
+    } else if (p < 30) {
+      c.op = model::remove;
+    } else {
+      if (pct(rng) >= 20) c.name = std::string(1, static_cast<char>('a' + pct(rng) % 4));
+      if (pct(rng) >= 20) c.city = std::string(1, static_cast<char>('p' + pct(rng) % 4));
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+void require_same(const fl::BatchStats& a, const fl::BatchStats& b) {
+  REQUIRE(a.input_rows == b.input_rows);
+  REQUIRE(a.dropped_rows == b.dropped_rows);
+  REQUIRE(a.upserted_rows == b.upserted_rows);
+  REQUIRE(a.deleted_rows == b.deleted_rows);
+  REQUIRE(a.ignored_late_rows == b.ignored_late_rows);
+  REQUIRE(a.tied_rows == b.tied_rows);
+  REQUIRE(a.truncated_rows == b.truncated_rows);
+}
+
+}  // namespace onepass
+
+TEST_CASE_TEMPLATE("R-CDC-1 R-CDC-5 R-CDC-7: SCD1 one pass and planned agree on targets and metrics",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  using namespace onepass;
+  using namespace std::chrono_literals;
+  for (unsigned n = 0; n < 400; ++n) {
+    std::mt19937 rng(40000 + n);
+    std::uniform_int_distribution<int> pct(0, 99);
+    fl::cdc_clock::time_point now{};
+    fl::CdcSettings settings;
+    if (n % 2 == 1) {  // every other case collects tombstones after 5 ticks
+      settings.tombstone_gc_threshold = 5s;
+      settings.clock = [&now] { return now; };
+    }
+    Flow fast{"random_cdc", settings};
+    Flow planned{"random_cdc", settings};
+    fl::StreamingTable<Row, Storage> a{"a"};
+    fl::StreamingTable<Row, Storage> b{"b"};
+    const bool truncates = n % 4 == 0;
+    const auto checks = fl::expectations(
+        fl::expect_or_drop("not_key_5", [](const Change& c) { return c.key != 5; }));
+    for (int batch_no = 0; batch_no < 30; ++batch_no) {
+      const std::vector<Change> batch = random_batch(rng, truncates);
+      INFO("case " << n << ", batch " << batch_no << ": " << batch);
+      fl::BatchStats sa, sb;
+      if (n % 3 == 2) {
+        sa = fast.apply(a, batch, checks);
+        sb = planned.apply(b, input_only{&batch}, checks);
+      } else if (n % 5 == 1) {  // a forward range that is not contiguous: no read-ahead
+        const std::deque<Change> rows(batch.begin(), batch.end());
+        sa = fast.apply(a, rows);
+        sb = planned.apply(b, input_only{&batch});
+      } else {
+        sa = fast.apply(a, batch);
+        sb = planned.apply(b, input_only{&batch});
+      }
+      require_same(sa, sb);
+      REQUIRE(a.sorted_rows() == b.sorted_rows());
+      REQUIRE(fast.key_count() == planned.key_count());
+      REQUIRE(fast.tombstone_count() == planned.tombstone_count());
+      REQUIRE(fast.truncate_floor() == planned.truncate_floor());
+      now += std::chrono::seconds(pct(rng) % 3);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("R-CDC-5: SCD1 one pass: a batch failing anywhere changes nothing", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  using namespace onepass;
+  for (unsigned n = 0; n < 300; ++n) {
+    std::mt19937 rng(70000 + n);
+    CountingDelete pred;
+    Flow flow{"random_cdc", fl::CdcSettings{}, fl::apply_as_deletes<CountingDelete>{pred},
+              fl::apply_as_truncates<IsTruncate>{}, Cols{}};
+    Flow planned{"random_cdc"};
+    fl::StreamingTable<Row, Storage> t{"t"};
+    fl::StreamingTable<Row, Storage> ref{"ref"};
+    for (int batch_no = 0; batch_no < 12; ++batch_no) {
+      const std::vector<Change> batch = random_batch(rng, /*truncates=*/false);
+      INFO("case " << n << ", batch " << batch_no << ": " << batch);
+      if (batch_no > 0) {
+        // Fail the batch at a random change: the predicate throws, or the
+        // change's sequence is null.
+        const auto rows = t.sorted_rows();
+        const std::size_t keys = flow.key_count(), tombs = flow.tombstone_count();
+        if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+          *pred.calls_left =
+              std::uniform_int_distribution<int>(0, static_cast<int>(batch.size()) - 1)(rng);
+          CHECK_THROWS_AS(flow.apply(t, batch), std::runtime_error);
+          *pred.calls_left = -1;
+        } else {
+          auto poisoned = batch;
+          const auto at = std::uniform_int_distribution<std::size_t>(0, poisoned.size())(rng);
+          poisoned.insert(poisoned.begin() + static_cast<std::ptrdiff_t>(at),
+                          Change{1, "X", "Y", upsert, std::nullopt});
+          CHECK_THROWS_AS(flow.apply(t, poisoned), fl::error);
+        }
+        REQUIRE(t.sorted_rows() == rows);
+        REQUIRE(flow.key_count() == keys);
+        REQUIRE(flow.tombstone_count() == tombs);
+      }
+      const fl::BatchStats s = flow.apply(t, batch);
+      const fl::BatchStats r = planned.apply(ref, input_only{&batch});
+      require_same(s, r);
+      REQUIRE(t.sorted_rows() == ref.sorted_rows());
+    }
+  }
+}

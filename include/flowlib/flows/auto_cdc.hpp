@@ -100,15 +100,19 @@
 // continue from the current version). Ties (equal key and sequence): the
 // later change in source order wins, counted in tied_rows (R-CDC-5).
 //
-// Applying a batch is all-or-nothing: the batch is grouped and every key's
-// outcome planned in scratch space (null sequences, strict ties, expectations
-// and user exceptions all surface here), storage is reserved, and only then
-// is it committed by operations that cannot fail. On any error the target
-// and the flow's state are unchanged. The flow object holds the target's
-// index and state: apply it to one table for its whole life (it claims the
-// table exclusively).
+// Applying a batch is all-or-nothing: on any error (null sequences, strict
+// ties, expectations, user exceptions) the target and the flow's state are
+// unchanged. SCD2 batches, and SCD1 batches the one-pass path does not take
+// (see apply_one_pass), are grouped and every key's outcome planned in
+// scratch space, storage is reserved, and only then is it committed by
+// operations that cannot fail. SCD1 batches otherwise apply in one pass
+// straight into the target, with an undo record per key touched. The flow
+// object holds the target's index and state: apply it to one table for its
+// whole life (it claims the table exclusively).
 //
-// Performance: one hash per change, reused for the index probe; one probe
+// Performance: SCD1 in one pass: one hash and one probe per change, read
+// ahead (rows, index slots, entries and target rows prefetched a few rows
+// ahead). Planned: one hash per change, reused for the index probe; one probe
 // per distinct key; a key's changes are sorted only when it has several;
 // scratch rows and the batch index are reused across batches, so steady
 // state does not allocate per change (SCD2 histories grow with the changes
@@ -134,6 +138,7 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
+#include <absl/container/inlined_vector.h>
 
 #include <algorithm>
 #include <array>
@@ -335,9 +340,9 @@ class AutoCdc {
     }
     auto& ts = target_scratch<Target>();
     ts.used = 0;
-    stage_batch(batch, checks, stats);
     auto& store = target.store();
     if constexpr (is_scd2) {
+      stage_batch(batch, checks, stats);
       plan_scd2(store, ts, stats);
       reserve_scd2(store);
       copy_events_scd2();  // undone by undo_events_scd2 on a later error
@@ -350,6 +355,18 @@ class AutoCdc {
       target_ = &target;
       commit_scd2(store, ts);
     } else {
+      if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
+        if (target_ == &target) {  // the first batch also claims the target: planned
+          if (apply_one_pass(store, ts, batch, checks, stats)) {
+            release_planned_scratch();
+            done_ = opts::once;
+            return stats;
+          }
+          stats = BatchStats{};  // a truncate: the pass was undone; planned instead
+          ts.used = 0;
+        }
+      }
+      stage_batch(batch, checks, stats);
       plan_scd1(store, ts, stats);
       reserve_scd1(store);
       target.claim(this, kind, name_, /*exclusive=*/true);
@@ -424,7 +441,9 @@ class AutoCdc {
   struct scd1_entry {
     sequence_type seq;          // the latest change applied (upsert or delete)
     row_id row = no_row;        // no_row: a tombstone
+    std::uint32_t pass = 0;     // one-pass apply: the pass that last touched the key
     cdc_clock::time_point deleted_at{};
+    std::uint32_t rec = 0;      // ... and the key's undo record in that pass
     [[no_unique_address]] std::conditional_t<ignore_active, ignore_state, null_state> ign{};
   };
   struct event {
@@ -434,7 +453,11 @@ class AutoCdc {
   };
   struct scd2_entry {
     std::vector<event> history;  // every change of the key, by sequence (ties replaced)
-    std::vector<row_id> versions;  // the key's target rows, by __START_AT
+    // The key's target rows, by __START_AT. Up to four are held in the
+    // entry itself (the size of a std::vector): most keys have few
+    // versions, and a key touched then costs no allocation and no miss on
+    // a separate array.
+    absl::InlinedVector<row_id, 4> versions;
   };
   using entry = std::conditional_t<is_scd2, scd2_entry, scd1_entry>;
 
@@ -625,8 +648,12 @@ class AutoCdc {
   /// sequences (R-CDC-5). Returns the end. With SCD1 and ignore_null_updates
   /// the tied changes are all kept, in source order, so that the later one
   /// applies on top of the earlier one within a batch as across batches
-  /// (its null columns keep the earlier one's values).
-  std::uint32_t sort_group(const typename scratch_type::group& grp, BatchStats& stats) {
+  /// (its null columns keep the earlier one's values). SCD1: equal changes
+  /// below `late_below` (the stored sequence, or a truncate's) are late,
+  /// not ties: they count in ignored_late_rows when planned, as every late
+  /// change does.
+  std::uint32_t sort_group(const typename scratch_type::group& grp, BatchStats& stats,
+                           const sequence_type* late_below = nullptr) {
     const scratch_type& sc = *scratch_;
     const auto begin = static_cast<std::uint32_t>(order_.size());
     order_.insert(order_.end(), sc.members.begin() + grp.first,
@@ -664,7 +691,11 @@ class AutoCdc {
     for (std::uint32_t k = begin; k < end; ++k) {
       const std::uint32_t c = order_[k];
       if (k + 1 < end && seqs_[order_[k + 1]] == seqs_[c]) {
-        ++stats.tied_rows;
+        if (late_below != nullptr && seqs_[c] < *late_below) {
+          ++stats.ignored_late_rows;
+        } else {
+          ++stats.tied_rows;
+        }
         if constexpr (opts::strict) {
           const std::uint32_t d = order_[k + 1];
           if (!same_change(ops_[c], sc.row(c), ops_[d], sc.row(d))) {
@@ -711,7 +742,6 @@ class AutoCdc {
       }
       const auto& grp = sc.groups[g];
       const std::uint32_t b = static_cast<std::uint32_t>(order_.size());
-      const std::uint32_t e = sort_group(grp, stats);
       scd1_entry* hit = hits_[g];
       // The key, copied before the last upsert's row is moved into the target row.
       std::optional<key_type> key;
@@ -725,6 +755,12 @@ class AutoCdc {
         have = false;
         truncated = true;
       }
+      const sequence_type* late_below = nullptr;  // ties below it are late changes
+      if constexpr (!ignore_active) {
+        if (batch_floor_) late_below = &*batch_floor_;
+        if (have && (late_below == nullptr || *late_below < hit->seq)) late_below = &hit->seq;
+      }
+      const std::uint32_t e = sort_group(grp, stats, late_below);
       scd1_plan plan{hit, static_cast<std::uint32_t>(g), outcome::none, 0, {}};
       scd1_entry& w = plan.state;
       bool exists = false;  // the working state holds a row
@@ -1081,6 +1117,402 @@ class AutoCdc {
     detail::cdc_prefetch(&r);
     if constexpr (sizeof(change_type) > 64) {
       detail::cdc_prefetch(reinterpret_cast<const char*>(&r + 1) - 1);
+    }
+  }
+
+  // --- SCD type 1 in one pass -----------------------------------------------------------
+  //
+  // A batch for a target the flow already maintains is applied in one pass
+  // over the changes, in source order, straight into the target, as a
+  // hand-written loop would: the highest sequence wins, so source order
+  // within the batch does not change the outcome (R-CDC-1). It stays
+  // all-or-nothing through an undo record per key touched: the key's first
+  // applied change copies its entry and moves the stored row's values aside
+  // before overwriting them; a delete parks the stored row (it is erased
+  // only once every change has passed); on any error the records restore
+  // every key, erase the rows the pass inserted and leave the store as it
+  // was. The metrics are those of the planned path, which applies a key's
+  // changes in sequence order: a key whose changes arrived out of order in
+  // the batch is recounted at the end, from a log of the pass.
+  //
+  // Not used where the planned path needs the whole batch first:
+  // ignore_null_updates (a late change still fills columns), strict_sequence
+  // (a tie between two superseded changes must be found) and a batch with a
+  // truncate (the pass stops, is undone, and the batch is planned); nor for
+  // the first batch (planning claims the target only once it cannot fail),
+  // input ranges whose rows do not stay put, or stores without mutable rows.
+  template <class Store, class Target, class R>
+  static constexpr bool one_pass =
+      !is_scd2 && !ignore_active && !opts::strict && std::ranges::forward_range<R> &&
+      std::is_lvalue_reference_v<std::ranges::range_reference_t<R>> &&
+      std::is_same_v<std::remove_cvref_t<std::ranges::range_reference_t<R>>, change_type> &&
+      std::is_nothrow_move_constructible_v<Target> && std::is_nothrow_move_assignable_v<Target> &&
+      std::is_nothrow_move_assignable_v<sequence_type> && requires(Store& s, row_id id) {
+        { s.get(id) } -> std::same_as<Target&>;
+      };
+
+  struct undo_rec {
+    const change_type* src;   // a change of the key: finds its entry again
+    scd1_entry old;           // the entry before the pass (when `existed`)
+    std::uint32_t saved;      // target scratch row with the stored row's values, or cdc_npos
+    bool existed;             // the key had an entry
+    bool have;                // ... whose sequence counts (not a collected tombstone)
+    bool tomb;                // the key is a tombstone now
+    bool parked;              // its stored row is deleted, erased at the end
+    bool tie;                 // recount: a change below the key's batch maximum ties
+    std::uint32_t last_log;   // the key's latest change in log_
+    std::uint32_t last_max;   // ... that was not superseded (pass_log::none: none)
+  };
+  struct pass_log {           // an applied change (16 bytes for an int64 sequence)
+    sequence_type seq;        // a copy: reading it never touches the batch again
+    std::uint32_t prev;       // the key's previous change in log_, or cdc_npos
+    std::uint32_t prev_max : 31;  // the key's previous change that was not superseded
+    std::uint32_t remove : 1;     // a delete (else an upsert)
+    static constexpr std::uint32_t none = 0x7fffffff;  // prev_max: no such change
+  };
+  static constexpr std::size_t max_one_pass_rows = pass_log::none;
+
+  /// After a one-pass batch: the planned path's scratch (kept for the next
+  /// planned batch, sized for the largest) is freed, since the one-pass
+  /// path is taken from now on; a later planned batch allocates it again.
+  void release_planned_scratch() noexcept {
+    if (!scratch_) return;
+    scratch_.reset();
+    seqs_ = {};
+    ops_ = {};
+    order_ = {};
+    sort_buf_ = {};
+    plans1_ = {};
+    new_keys_ = {};
+    gc_keys_ = {};
+    hits_ = {};
+  }
+
+  /// Applies the batch in one pass. Returns false, with everything undone,
+  /// when the batch holds a truncate; throws, with everything undone, on an
+  /// error.
+  template <class Store, class Target, class R, class... P>
+  bool apply_one_pass(Store& store, detail::cdc_target_scratch<Target>& ts, R& batch,
+                      const Expectations<P...>& checks, BatchStats& stats) {
+    recs_.clear();
+    log_.clear();
+    if (++pass_ == 0) {  // wrapped: no entry may look touched by this pass
+      for (auto& kv : index_) kv.second.pass = 0;
+      pass_ = 1;
+    }
+    const bool gc = settings_.tombstone_gc_threshold.has_value();
+    now_ = gc ? read_clock() : cdc_clock::time_point{};
+    if (gc && gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
+      gc_queue_.erase(gc_queue_.begin(), gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
+      gc_head_ = 0;
+    }
+    const std::size_t gc_size = gc_queue_.size();
+    std::ptrdiff_t tomb_delta = 0;
+    superseded_.clear();
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+
+    // One change; false on a truncate. `e` is the key's entry when the
+    // caller found it already (nullptr: look it up).
+    const auto step = [&](const change_type& r, std::size_t h, scd1_entry* e) -> bool {
+      ++stats.input_rows;
+      if constexpr (sizeof...(P) > 0) {
+        if (!checks.check(r, counts, name_, describe)) {
+          ++stats.dropped_rows;
+          return true;
+        }
+      }
+      std::optional<sequence_type> so = seq_(r);
+      if (!so) {
+        throw error(errc::null_sequence, name_, seq_.name(), key_.describe(r),
+                    "the change's sequence is null; nothing of the batch was applied and the "
+                    "source position does not advance (R-CDC-5)");
+      }
+      const sequence_type& s = *so;
+      const op o = classify(r);
+      if (o == op::truncate) return false;
+      if (floor_ && s < *floor_) {  // below an earlier truncate
+        ++stats.ignored_late_rows;
+        return true;
+      }
+      const probe p{&r, h};
+      if (e == nullptr) {
+        auto it = index_.find(p);
+        if (it != index_.end()) e = &it->second;
+      }
+      undo_rec* u;
+      bool first = false;
+      if (e != nullptr && e->pass == pass_) {
+        u = &recs_[e->rec];
+        if (u->have && s < u->old.seq) {  // older than the stored change (R-CDC-2)
+          ++stats.ignored_late_rows;
+          return true;
+        }
+      } else {
+        const bool have = e != nullptr && !(e->row == no_row && expired(*e));
+        if (have && s < e->seq) {
+          ++stats.ignored_late_rows;
+          return true;
+        }
+        // The key's first applied change in this pass: its undo record.
+        first = true;
+        const auto ri = static_cast<std::uint32_t>(recs_.size());
+        if (e != nullptr) {
+          recs_.push_back({&r, *e, detail::cdc_npos, true, have, e->row == no_row, false, false,
+                           detail::cdc_npos, pass_log::none});
+        } else {
+          key_type k = key_(r);
+          recs_.push_back({&r, scd1_entry{}, detail::cdc_npos, false, false, false, false, false,
+                           detail::cdc_npos, pass_log::none});
+          const std::size_t cap = index_.capacity();
+          scd1_entry fresh{};
+          fresh.seq = s;
+          e = &index_.emplace(std::move(k), std::move(fresh)).first->second;
+          if (index_.capacity() != cap) found_.fill(nullptr);  // rehashed: lookahead is stale
+        }
+        e->pass = pass_;
+        e->rec = ri;
+        u = &recs_.back();
+      }
+      const auto li = static_cast<std::uint32_t>(log_.size());
+      if (li == max_one_pass_rows) {
+        throw error(errc::invalid_argument, name_, "", "",
+                    "a batch cannot hold more than 2^31-1 changes");
+      }
+      log_.push_back({s, u->last_log, u->last_max, o == op::remove});
+      u->last_log = li;
+      // The metrics of the planned path (see find_superseded_ties).
+      const bool valid = !first || u->have;
+      if (valid && s < e->seq) {  // below the key's batch maximum: superseded
+        ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
+        if (u->have && !(u->old.seq < s)) {
+          u->tie = true;  // equal to the stored change
+        } else {
+          // Equal to an earlier batch maximum of the key? Those decrease
+          // along the chain, so the walk stops at the first not above s
+          // (usually at once: late changes are seldom far behind).
+          std::uint32_t j = u->last_max;
+          while (j != pass_log::none && s < log_[j].seq) j = log_[j].prev_max;
+          if (j != pass_log::none && !(log_[j].seq < s)) u->tie = true;
+          superseded_.emplace_back(e->rec, li);  // ties among superseded changes: at the end
+        }
+        return true;
+      }
+      u->last_max = li;
+      if (valid && !(e->seq < s)) {  // a tie: the later change wins (R-CDC-5)
+        ++stats.tied_rows;
+        if (!first) --(e->row == no_row ? stats.deleted_rows : stats.upserted_rows);
+      }
+      ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
+
+      e->seq = s;
+      if (o == op::remove) {
+        if (e->row != no_row) {
+          if (u->existed && e->row == u->old.row) {
+            u->parked = true;  // erased once the pass has succeeded
+          } else {
+            store.erase(e->row);  // inserted by this pass
+          }
+          e->row = no_row;
+        }
+        e->deleted_at = now_;
+        if (!u->tomb) ++tomb_delta;
+        u->tomb = true;
+        return true;
+      }
+      if (e->row == no_row && u->parked) {  // deleted earlier in the pass: back
+        e->row = u->old.row;
+        u->parked = false;
+      }
+      if (e->row != no_row) {
+        Target& t = store.get(e->row);
+        if (u->existed && e->row == u->old.row && u->saved == detail::cdc_npos) {
+          const std::uint32_t slot = ts.alloc();
+          ts.rows[slot] = std::move(t);
+          u->saved = slot;
+        }
+        mapping<Target>::assign(t, r);
+      } else {
+        store.reserve(1);
+        Target t{};
+        mapping<Target>::assign(t, r);
+        e->row = store.insert(std::move(t));
+      }
+      if (u->tomb) --tomb_delta;
+      u->tomb = false;
+      return true;
+    };
+
+    bool complete = true;
+    try {
+      constexpr bool contiguous = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
+      if constexpr (contiguous) {
+        // Read ahead: a row is prefetched 16 rows ahead, its key hashed and
+        // its index slot prefetched 8 ahead, its entry found and its target
+        // row prefetched 4 ahead (found_[i % 4] is row i's entry, or null).
+        constexpr std::size_t L = 8, F = 4;
+        // (Even a small target is read ahead: the batch streams through
+        // the cache and evicts its index and rows between batches.)
+        const change_type* data = std::ranges::data(batch);
+        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
+        std::array<std::size_t, L> hashes{};
+        found_.fill(nullptr);
+        for (std::size_t i = 0; i < std::min(n, L); ++i) {
+          hashes[i] = traits::hash(key_, data[i]);
+          index_.prefetch(probe{&data[i], hashes[i]});
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t h = hashes[i % L];
+          scd1_entry* e = found_[i % F];
+          if (i + 2 * L < n) prefetch_change(data[i + 2 * L]);
+          if (i + F < n) {
+            const std::size_t j = i + F;
+            auto it = index_.find(probe{&data[j], hashes[j % L]});
+            scd1_entry* a = it == index_.end() ? nullptr : &it->second;
+            found_[j % F] = a;
+            if (a != nullptr) {
+              if (a->row != no_row) detail::prefetch_row(store, a->row);
+              if (a->pass == pass_) detail::cdc_prefetch(&recs_[a->rec]);
+            }
+          }
+          if (i + L < n) {
+            const change_type& a = data[i + L];
+            hashes[i % L] = traits::hash(key_, a);
+            index_.prefetch(probe{&a, hashes[i % L]});
+          }
+          if (!step(data[i], h, e)) {
+            complete = false;
+            break;
+          }
+        }
+      } else {
+        for (const change_type& r : batch) {
+          if (!step(r, traits::hash(key_, r), nullptr)) {
+            complete = false;
+            break;
+          }
+        }
+      }
+      if (complete) {
+        if (!superseded_.empty()) find_superseded_ties();
+        recount_ties(stats);
+        if (gc) {
+          for (const undo_rec& u : recs_) {
+            if (u.tomb) gc_queue_.push_back({key_(*u.src), now_});
+          }
+        }
+        if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+      }
+    } catch (...) {
+      undo_one_pass(store, ts, gc_size);
+      throw;
+    }
+    if (!complete) {
+      undo_one_pass(store, ts, gc_size);
+      return false;
+    }
+    // Commit: erase the parked rows; nothing here can fail.
+    for (const undo_rec& u : recs_) {
+      if (u.parked) store.erase(u.old.row);
+    }
+    tombstones_ = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(tombstones_) + tomb_delta);
+    if (gc) collect_tombstones();
+    return true;
+  }
+
+  /// Restores every key the pass touched (see apply_one_pass).
+  template <class Store, class Target>
+  void undo_one_pass(Store& store, detail::cdc_target_scratch<Target>& ts,
+                     std::size_t gc_size) noexcept {
+    for (undo_rec& u : recs_) {
+      auto it = index_.find(probe{u.src, traits::hash(key_, *u.src)});
+      if (it == index_.end()) continue;  // a new key whose entry was never made
+      scd1_entry& e = it->second;
+      if (e.row != no_row && !(u.existed && e.row == u.old.row)) store.erase(e.row);
+      if (u.saved != detail::cdc_npos) store.get(u.old.row) = std::move(ts.rows[u.saved]);
+      if (u.existed) {
+        e = std::move(u.old);
+      } else {
+        index_.erase(it);
+      }
+    }
+    gc_queue_.erase(gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_size), gc_queue_.end());
+    recs_.clear();
+  }
+
+  /// Marks the keys where two superseded changes (arrived below their
+  /// key's batch maximum) have equal sequences. With the ties found during
+  /// the pass (a superseded change equal to the stored change, or to an
+  /// earlier batch maximum), these are all the pass's counting misses: a
+  /// change that arrives at or above the maximum is counted as the planned
+  /// path counts it, and one equal to a superseded change is superseded too.
+  void find_superseded_ties() {
+    std::sort(superseded_.begin(), superseded_.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first < b.first;
+      return log_[a.second].seq < log_[b.second].seq;
+    });
+    for (std::size_t k = 1; k < superseded_.size(); ++k) {
+      const auto& a = superseded_[k - 1];
+      const auto& b = superseded_[k];
+      if (a.first == b.first && !(log_[a.second].seq < log_[b.second].seq)) {
+        recs_[a.first].tie = true;
+      }
+    }
+  }
+
+  /// Keys marked by find_superseded_ties: the pass counted their changes in
+  /// source order; count them as the planned path does (in sequence order,
+  /// the last of equals wins, R-CDC-5, R-CDC-7) instead.
+  void recount_ties(BatchStats& stats) {
+    const auto count_op = [](std::uint64_t& up, std::uint64_t& del, op o, std::uint64_t d) {
+      (o == op::remove ? del : up) += d;
+    };
+    for (const undo_rec& u : recs_) {
+      if (!u.tie) continue;
+      by_seq_.clear();  // (sequence, log position), in source order once reversed
+      for (std::uint32_t i = u.last_log; i != detail::cdc_npos; i = log_[i].prev) {
+        by_seq_.emplace_back(log_[i].seq, i);
+      }
+      std::reverse(by_seq_.begin(), by_seq_.end());
+      // As the pass counted: source order.
+      std::uint64_t up = 0, del = 0, tied = 0;
+      {
+        bool valid = u.have, from_batch = false;
+        const sequence_type* cur = u.have ? &u.old.seq : nullptr;
+        op cur_op = op::upsert;
+        for (const auto& [s, i] : by_seq_) {
+          const op o = log_[i].remove ? op::remove : op::upsert;
+          if (valid && s < *cur) {
+            count_op(up, del, o, 1);
+            continue;
+          }
+          if (valid && !(*cur < s)) {
+            ++tied;
+            if (from_batch) count_op(up, del, cur_op, ~std::uint64_t{0});  // minus one
+          }
+          count_op(up, del, o, 1);
+          cur = &s;
+          cur_op = o;
+          from_batch = valid = true;
+        }
+      }
+      // As the planned path counts: sequence order, the last of equals wins.
+      std::sort(by_seq_.begin(), by_seq_.end(), [](const auto& x, const auto& y) {
+        return x.first < y.first || (!(y.first < x.first) && x.second < y.second);
+      });
+      std::uint64_t p_up = 0, p_del = 0, p_tied = 0;
+      for (std::size_t k = 0; k < by_seq_.size(); ++k) {
+        const sequence_type& s = by_seq_[k].first;
+        if (k + 1 < by_seq_.size() && !(s < by_seq_[k + 1].first)) {
+          ++p_tied;
+          continue;
+        }
+        count_op(p_up, p_del, log_[by_seq_[k].second].remove ? op::remove : op::upsert, 1);
+        if (u.have && !(u.old.seq < s) && !(s < u.old.seq)) ++p_tied;  // equals the stored change
+      }
+      stats.upserted_rows += p_up - up;  // modular: the totals stay exact
+      stats.deleted_rows += p_del - del;
+      stats.tied_rows += p_tied - tied;
     }
   }
 
@@ -1493,6 +1925,13 @@ class AutoCdc {
   std::vector<key_type> gc_keys_;
   std::vector<scd2_entry> fresh_;
   std::vector<entry*> hits_;  // per group: its entry, or nullptr
+  // SCD1 one-pass apply (apply_one_pass).
+  std::uint32_t pass_ = 0;            // passes so far (0: none)
+  std::vector<undo_rec> recs_;        // per key touched
+  std::vector<pass_log> log_;         // per change applied, in source order
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> superseded_;  // (record, log position)
+  std::vector<std::pair<sequence_type, std::uint32_t>> by_seq_;  // recount_ties
+  std::array<scd1_entry*, 4> found_{};  // read-ahead: the entries of the next rows
   std::size_t inserts_ = 0;   // SCD2: rows the commit inserts
   std::optional<sequence_type> batch_floor_;
   bool truncating_ = false;
