@@ -32,7 +32,7 @@ TEST_CASE("R-CDC-5 R-CDC-6: SCD1 ignore_null_updates with ties, source order kep
 // ranges are planned. Both must give the same target, flow state and
 // metrics, batch after batch, and a failing batch must change nothing.
 
-#include "support/storage_policies.hpp"
+#include <support/storage_policies.hpp>
 
 #include <chrono>
 #include <deque>

@@ -1,7 +1,10 @@
 // AUTO CDC FROM SNAPSHOT (R-CDC-8): the reference vector of SEMANTICS.md
-// section 3, SCD1, version checks, and a randomised comparison with a model.
+// section 3, SCD1, version checks, and a randomised comparison with a model,
+// over every storage policy.
 #include <flowlib/flows/auto_cdc_snapshot.hpp>
 #include <flowlib/table.hpp>
+
+#include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
 
@@ -57,9 +60,10 @@ Source reference_source() {
 
 using namespace snap;
 
-TEST_CASE("R-CDC-8: reference vector, SCD2 tracking history on column a") {
+TEST_CASE_TEMPLATE("R-CDC-8: reference vector, SCD2 tracking history on column a", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
   using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<fl::track_history_column_list<"a">>>;
-  fl::StreamingTable<ItemHistory> target{"items"};
+  fl::StreamingTable<ItemHistory, Storage> target{"items"};
   Flow flow{"items_from_snapshots"};
   const fl::BatchStats s = flow.apply(target, reference_source());
   const std::vector<ItemHistory> expected{
@@ -74,8 +78,9 @@ TEST_CASE("R-CDC-8: reference vector, SCD2 tracking history on column a") {
   CHECK(flow.last_version() == std::optional<std::int64_t>(2));
 }
 
-TEST_CASE("R-CDC-8: SCD1 inserts, updates only changed rows, deletes missing keys") {
-  fl::StreamingTable<Item> target{"items"};
+TEST_CASE_TEMPLATE("R-CDC-8: SCD1 inserts, updates only changed rows, deletes missing keys",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<Item, Storage> target{"items"};
   fl::AutoCdcFromSnapshot<fl::Key<&Item::id>> flow{"items_scd1"};
   auto src = reference_source();
   const auto s1 = flow.apply_snapshot(target, src.snapshots[0].first, 1);
@@ -94,8 +99,9 @@ TEST_CASE("R-CDC-8: SCD1 inserts, updates only changed rows, deletes missing key
   CHECK(flow.key_count() == 0);
 }
 
-TEST_CASE("R-CDC-8: a non-increasing version or a duplicate key fails and changes nothing") {
-  fl::StreamingTable<Item> target{"items"};
+TEST_CASE_TEMPLATE("R-CDC-8: a non-increasing version or a duplicate key fails and changes nothing",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<Item, Storage> target{"items"};
   fl::AutoCdcFromSnapshot<fl::Key<&Item::id>> flow{"items_scd1"};
   flow.apply_snapshot(target, std::vector<Item>{{1, "a", "b"}}, 5);
   for (std::int64_t v : {5, 4}) {
@@ -122,9 +128,10 @@ TEST_CASE("R-CDC-8: a non-increasing version or a duplicate key fails and change
   CHECK(target.sorted_rows() == std::vector<Item>{{1, "a", "c"}});
 }
 
-TEST_CASE("R-CDC-8: a deleted key that comes back opens a new SCD2 version") {
+TEST_CASE_TEMPLATE("R-CDC-8: a deleted key that comes back opens a new SCD2 version", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
   using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<>>;
-  fl::StreamingTable<ItemHistory> target{"items"};
+  fl::StreamingTable<ItemHistory, Storage> target{"items"};
   Flow flow;
   flow.apply_snapshot(target, std::vector<Item>{{1, "a", "b"}}, 10);
   flow.apply_snapshot(target, std::vector<Item>{}, 20);
@@ -152,10 +159,11 @@ struct WideHistory {
 FLOWLIB_SCHEMA(WideHistory, id, a, b, (start_at, "__START_AT"), (end_at, "__END_AT"));
 }  // namespace snap
 
-TEST_CASE("R-CDC-8: except_column_list and a string version") {
+TEST_CASE_TEMPLATE("R-CDC-8: except_column_list and a string version", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
   using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Wide::id>, fl::Scd2<>, fl::except_column_list<"noise">,
                                        fl::snapshot_version<std::string>>;
-  fl::StreamingTable<WideHistory> target{"wide"};
+  fl::StreamingTable<WideHistory, Storage> target{"wide"};
   Flow flow;
   flow.apply_snapshot(target, std::vector<Wide>{{1, "a", "b", "x"}}, "2024-01-01");
   flow.apply_snapshot(target, std::vector<Wide>{{1, "a", "b", "y"}}, "2024-01-02");  // noise only
@@ -164,13 +172,14 @@ TEST_CASE("R-CDC-8: except_column_list and a string version") {
                                                          {1, "a", "b", "2024-01-01", "2024-01-03"}});
 }
 
-TEST_CASE("R-CDC-8: random snapshot sequences against a model") {
+TEST_CASE_TEMPLATE("R-CDC-8: random snapshot sequences against a model", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
   std::mt19937 rng(77);
   std::uniform_int_distribution<int> pct(0, 99), val(0, 2);
   for (int n = 0; n < 300; ++n) {
     using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<fl::track_history_column_list<"a">>>;
-    fl::StreamingTable<ItemHistory> h{"h"};
-    fl::StreamingTable<Item> t{"t"};
+    fl::StreamingTable<ItemHistory, Storage> h{"h"};
+    fl::StreamingTable<Item, Storage> t{"t"};
     Flow f2;
     fl::AutoCdcFromSnapshot<fl::Key<&Item::id>> f1;
     std::map<std::int64_t, std::size_t> open;  // key -> index of its open version

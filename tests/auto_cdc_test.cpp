@@ -1,8 +1,11 @@
 // AUTO CDC: the reference vectors of SEMANTICS.md section 3, and every
-// option (R-CDC-1..R-CDC-7). Randomised reference-model tests are in
-// auto_cdc_random_test.cpp, AUTO CDC FROM SNAPSHOT in auto_cdc_snapshot_test.cpp.
+// option (R-CDC-1..R-CDC-7), over every storage policy. Randomised
+// reference-model tests are in auto_cdc_random_test.cpp, AUTO CDC FROM
+// SNAPSHOT in auto_cdc_snapshot_test.cpp.
 #include <flowlib/flows/auto_cdc.hpp>
 #include <flowlib/table.hpp>
+
+#include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
 
@@ -100,8 +103,8 @@ const std::vector<UserHistory> scd2_no_city_expected{
 
 using namespace users;
 
-TEST_CASE("R-CDC-2: reference vector, SCD type 1") {
-  fl::StreamingTable<User> target{"users"};
+TEST_CASE_TEMPLATE("R-CDC-2: reference vector, SCD type 1", Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> target{"users"};
   Scd1Flow flow{"users_cdc"};
   const fl::BatchStats s = flow.apply(target, feed());
   CHECK(target.sorted_rows() == scd1_expected);
@@ -121,8 +124,9 @@ TEST_CASE("R-CDC-2: reference vector, SCD type 1") {
   CHECK(flow.tombstone_count() == 1);
 }
 
-TEST_CASE("R-CDC-3: reference vector, SCD type 1 with TRUNCATE at 3") {
-  fl::StreamingTable<User> target{"users"};
+TEST_CASE_TEMPLATE("R-CDC-3: reference vector, SCD type 1 with TRUNCATE at 3", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> target{"users"};
   Scd1Flow flow{"users_cdc"};
   auto changes = feed();
   changes.push_back({0, std::nullopt, std::nullopt, "TRUNCATE", 3});
@@ -130,7 +134,7 @@ TEST_CASE("R-CDC-3: reference vector, SCD type 1 with TRUNCATE at 3") {
   CHECK(target.sorted_rows() == std::vector<User>{{125, "Mercedes", "Guadalajara"}});
 
   SUBCASE("the truncate in a later batch") {
-    fl::StreamingTable<User> t2{"users2"};
+    fl::StreamingTable<User, Storage> t2{"users2"};
     Scd1Flow f2{"users_cdc"};
     f2.apply(t2, feed());
     const auto s = f2.apply(t2, std::vector<Change>{{0, {}, {}, "TRUNCATE", 3}});
@@ -143,8 +147,8 @@ TEST_CASE("R-CDC-3: reference vector, SCD type 1 with TRUNCATE at 3") {
   }
 }
 
-TEST_CASE("R-CDC-4: reference vector, SCD type 2") {
-  fl::StreamingTable<UserHistory> target{"users_history"};
+TEST_CASE_TEMPLATE("R-CDC-4: reference vector, SCD type 2", Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<UserHistory, Storage> target{"users_history"};
   Scd2Flow flow{"users_cdc"};
   const fl::BatchStats s = flow.apply(target, feed());
   CHECK(target.sorted_rows() == scd2_expected);
@@ -153,18 +157,20 @@ TEST_CASE("R-CDC-4: reference vector, SCD type 2") {
   CHECK(s.ignored_late_rows == 0);
 }
 
-TEST_CASE("R-CDC-4: reference vector, SCD type 2 tracking all columns but city") {
-  fl::StreamingTable<UserHistory> target{"users_history"};
+TEST_CASE_TEMPLATE("R-CDC-4: reference vector, SCD type 2 tracking all columns but city", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<UserHistory, Storage> target{"users_history"};
   Scd2NoCityFlow flow{"users_cdc"};
   flow.apply(target, feed());
   CHECK(target.sorted_rows() == scd2_no_city_expected);
 }
 
-TEST_CASE("R-CDC-1: reference vectors, one change per batch, in reverse, applied twice") {
+TEST_CASE_TEMPLATE("R-CDC-1: reference vectors, one change per batch, in reverse, applied twice",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   auto changes = feed();
-  fl::StreamingTable<User> t1{"u1"};
-  fl::StreamingTable<UserHistory> t2{"u2"};
-  fl::StreamingTable<UserHistory> t3{"u3"};
+  fl::StreamingTable<User, Storage> t1{"u1"};
+  fl::StreamingTable<UserHistory, Storage> t2{"u2"};
+  fl::StreamingTable<UserHistory, Storage> t3{"u3"};
   Scd1Flow f1;
   Scd2Flow f2;
   Scd2NoCityFlow f3;
@@ -181,8 +187,9 @@ TEST_CASE("R-CDC-1: reference vectors, one change per batch, in reverse, applied
   }
 }
 
-TEST_CASE("R-CDC-4: SCD2 late changes split versions and fix both neighbours") {
-  fl::StreamingTable<UserHistory> t{"h"};
+TEST_CASE_TEMPLATE("R-CDC-4: SCD2 late changes split versions and fix both neighbours", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<UserHistory, Storage> t{"h"};
   Scd2Flow flow;
   flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 10}, {1, "A", "Z", "UPDATE", 30}});
   CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 30}, {1, "A", "Z", 30, {}}});
@@ -204,8 +211,9 @@ TEST_CASE("R-CDC-4: SCD2 late changes split versions and fix both neighbours") {
                                                     {1, "A", "Z", 30, {}}});
 }
 
-TEST_CASE("R-CDC-4: SCD2 identical tracked values open no version; untracked update in place") {
-  fl::StreamingTable<UserHistory> t{"h"};
+TEST_CASE_TEMPLATE("R-CDC-4: SCD2 identical tracked values open no version; untracked update in place",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<UserHistory, Storage> t{"h"};
   Scd2NoCityFlow flow;
   flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}});
   flow.apply(t, std::vector<Change>{{1, "A", "X", "UPDATE", 2}});  // identical
@@ -219,14 +227,15 @@ TEST_CASE("R-CDC-4: SCD2 identical tracked values open no version; untracked upd
   CHECK(t.sorted_rows() == std::vector<UserHistory>{
                                {1, "A", "Y", 1, 4}, {1, "B", "Y", 4, 5}, {1, "B", "Y", 6, {}}});
   Scd2Flow all;  // every column tracked: identical consecutive rows still open nothing
-  fl::StreamingTable<UserHistory> t2{"h2"};
+  fl::StreamingTable<UserHistory, Storage> t2{"h2"};
   all.apply(t2, std::vector<Change>{{1, "A", "X", "INSERT", 1}, {1, "A", "X", "UPDATE", 2},
                                     {1, "A", "X", "UPDATE", 3}});
   CHECK(t2.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 1, {}}});
 }
 
-TEST_CASE("R-CDC-2: a delete leaves a tombstone; an older change does not resurrect the key") {
-  fl::StreamingTable<User> t{"u"};
+TEST_CASE_TEMPLATE("R-CDC-2: a delete leaves a tombstone; an older change does not resurrect the key",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
   flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}});
   const auto d = flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 5}});
@@ -246,14 +255,15 @@ TEST_CASE("R-CDC-2: a delete leaves a tombstone; an older change does not resurr
   CHECK(t.size() == 1);
 }
 
-TEST_CASE("R-CDC-2: tombstone GC on the injected clock; an older change then resurrects") {
+TEST_CASE_TEMPLATE("R-CDC-2: tombstone GC on the injected clock; an older change then resurrects",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace std::chrono_literals;
   fl::cdc_clock::time_point now{};
   fl::CdcSettings settings;
   settings.tombstone_gc_threshold = 10s;
   settings.clock = [&now] { return now; };
   Scd1Flow flow{"users_cdc", settings};
-  fl::StreamingTable<User> t{"u"};
+  fl::StreamingTable<User, Storage> t{"u"};
   flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}, {1, {}, {}, "DELETE", 5}});
   CHECK(flow.tombstone_count() == 1);
   now += 9s;  // not yet: the tombstone holds
@@ -285,8 +295,9 @@ TEST_CASE("R-CDC-2: tombstone GC on the injected clock; an older change then res
   }
 }
 
-TEST_CASE("R-CDC-3: truncate keeps rows at or above its sequence, and applies in order within a batch") {
-  fl::StreamingTable<User> t{"u"};
+TEST_CASE_TEMPLATE("R-CDC-3: truncate keeps rows at or above its sequence, and applies in order within a batch",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
   const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1},
                                                    {0, {}, {}, "TRUNCATE", 4},
@@ -302,9 +313,10 @@ TEST_CASE("R-CDC-3: truncate keeps rows at or above its sequence, and applies in
   CHECK(t.size() == 2);
 }
 
-TEST_CASE("R-CDC-5: a null sequence fails the batch and changes nothing") {
-  fl::StreamingTable<User> t{"u"};
-  fl::StreamingTable<UserHistory> h{"h"};
+TEST_CASE_TEMPLATE("R-CDC-5: a null sequence fails the batch and changes nothing", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> t{"u"};
+  fl::StreamingTable<UserHistory, Storage> h{"h"};
   Scd1Flow f1{"users_cdc"};
   Scd2Flow f2{"users_scd2"};
   f1.apply(t, feed());
@@ -330,8 +342,9 @@ TEST_CASE("R-CDC-5: a null sequence fails the batch and changes nothing") {
   CHECK(h.sorted_rows() == scd2_expected);
 }
 
-TEST_CASE("R-CDC-5: ties: the later change in source order wins and is counted") {
-  fl::StreamingTable<User> t{"u"};
+TEST_CASE_TEMPLATE("R-CDC-5: ties: the later change in source order wins and is counted", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
   const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1},
                                                    {1, "A", "Y", "UPDATE", 1},
@@ -344,7 +357,7 @@ TEST_CASE("R-CDC-5: ties: the later change in source order wins and is counted")
   CHECK(s2.tied_rows == 1);
   CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Z"}, {2, "B", "X"}});
 
-  fl::StreamingTable<UserHistory> h{"h"};
+  fl::StreamingTable<UserHistory, Storage> h{"h"};
   Scd2Flow f2;
   const auto s3 = f2.apply(h, std::vector<Change>{{1, "A", "X", "INSERT", 1},
                                                   {1, "A", "Y", "UPDATE", 2},
@@ -356,13 +369,14 @@ TEST_CASE("R-CDC-5: ties: the later change in source order wins and is counted")
   CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "Q", 2, {}}, {1, "A", "R", 1, 2}});
 }
 
-TEST_CASE("R-CDC-5: strict_sequence makes a tie an error (a redelivery is not one)") {
+TEST_CASE_TEMPLATE("R-CDC-5: strict_sequence makes a tie an error (a redelivery is not one)",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
                               NotStored, fl::strict_sequence>;
   using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
                               NotStored, fl::strict_sequence>;
-  fl::StreamingTable<User> t{"u"};
-  fl::StreamingTable<UserHistory> h{"h"};
+  fl::StreamingTable<User, Storage> t{"u"};
+  fl::StreamingTable<UserHistory, Storage> h{"h"};
   Strict1 f1{"strict1"};
   Strict2 f2{"strict2"};
   f1.apply(t, feed());
@@ -390,11 +404,12 @@ TEST_CASE("R-CDC-5: strict_sequence makes a tie an error (a redelivery is not on
   CHECK(h.sorted_rows() == scd2_expected);
 }
 
-TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls overwrite") {
+TEST_CASE_TEMPLATE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls overwrite",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   const std::vector<Change> first{{1, "A", "X", "INSERT", 1}};
   const std::vector<Change> update{{1, std::nullopt, "Y", "UPDATE", 2}};
   SUBCASE("without it") {
-    fl::StreamingTable<User> t{"u"};
+    fl::StreamingTable<User, Storage> t{"u"};
     Scd1Flow flow;
     flow.apply(t, first);
     flow.apply(t, update);
@@ -403,7 +418,7 @@ TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls ov
   SUBCASE("for every column") {
     using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
                           fl::ignore_null_updates>;
-    fl::StreamingTable<User> t{"u"};
+    fl::StreamingTable<User, Storage> t{"u"};
     F flow;
     flow.apply(t, first);
     flow.apply(t, update);
@@ -417,7 +432,7 @@ TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls ov
   SUBCASE("for a list of columns") {
     using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, NotStored,
                           fl::ignore_null_updates_column_list<"name">>;
-    fl::StreamingTable<User> t{"u"};
+    fl::StreamingTable<User, Storage> t{"u"};
     F flow;
     flow.apply(t, first);
     flow.apply(t, std::vector<Change>{{1, std::nullopt, std::nullopt, "UPDATE", 2}});
@@ -426,7 +441,7 @@ TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls ov
   SUBCASE("for all columns but a list") {
     using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, NotStored,
                           fl::ignore_null_updates_except_column_list<"name">>;
-    fl::StreamingTable<User> t{"u"};
+    fl::StreamingTable<User, Storage> t{"u"};
     F flow;
     flow.apply(t, first);
     flow.apply(t, std::vector<Change>{{1, std::nullopt, std::nullopt, "UPDATE", 2}});
@@ -435,7 +450,7 @@ TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls ov
   SUBCASE("order-independent: a late change fills a column a newer null kept") {
     using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
                           fl::ignore_null_updates>;
-    fl::StreamingTable<User> t{"u"};
+    fl::StreamingTable<User, Storage> t{"u"};
     F flow;
     flow.apply(t, std::vector<Change>{{1, std::nullopt, "Y", "UPDATE", 5}});
     const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 3}});
@@ -448,7 +463,7 @@ TEST_CASE("R-CDC-6: ignore_null_updates keeps stored values; without it nulls ov
   SUBCASE("SCD2") {
     using F = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored,
                           fl::ignore_null_updates>;
-    fl::StreamingTable<UserHistory> h{"h"};
+    fl::StreamingTable<UserHistory, Storage> h{"h"};
     F flow;
     flow.apply(h, first);
     flow.apply(h, update);
@@ -499,13 +514,14 @@ using ESeq = fl::Seq<&Event::ts, &Event::tiebreak>;
 
 }  // namespace opt
 
-TEST_CASE("R-CDC-1: composite nullable keys, struct sequence, predicates with state") {
+TEST_CASE_TEMPLATE("R-CDC-1: composite nullable keys, struct sequence, predicates with state",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace opt;
   using F = fl::AutoCdc<EKey, ESeq, fl::Scd1, fl::apply_as_deletes<KindIs>,
                         fl::apply_as_truncates<KindIs>, fl::column_list<"region", "device", "payload">>;
   F flow{"events", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
          fl::apply_as_truncates<KindIs>{{"wipe"}}, fl::column_list<"region", "device", "payload">{}};
-  fl::StreamingTable<Current> t{"current"};
+  fl::StreamingTable<Current, Storage> t{"current"};
   flow.apply(t, std::vector<Event>{{"eu", 1, 10, 0, "a", "up"},
                                    {"eu", std::nullopt, 10, 0, "b", "up"},
                                    {"eu", std::nullopt, 10, 1, "c", "up"},  // tiebreak wins
@@ -520,7 +536,7 @@ TEST_CASE("R-CDC-1: composite nullable keys, struct sequence, predicates with st
                          fl::apply_as_deletes<KindIs>, fl::column_list<"region", "device", "payload">>;
   F2 f2{"events2", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
         fl::column_list<"region", "device", "payload">{}};
-  fl::StreamingTable<History> h{"history"};
+  fl::StreamingTable<History, Storage> h{"history"};
   f2.apply(h, std::vector<Event>{{"eu", std::nullopt, 10, 2, "x", "up"},
                                  {"eu", std::nullopt, 10, 1, "w", "up"},
                                  {"eu", std::nullopt, 11, 0, "", "gone"}});
@@ -529,8 +545,9 @@ TEST_CASE("R-CDC-1: composite nullable keys, struct sequence, predicates with st
                                                 {"eu", std::nullopt, "x", T2{10, 2}, T2{11, 0}}});
 }
 
-TEST_CASE("R-CDC-7: metrics, expectations, and one target per flow") {
-  fl::StreamingTable<User> t{"u"};
+TEST_CASE_TEMPLATE("R-CDC-7: metrics, expectations, and one target per flow", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow{"users_cdc"};
   auto checks = fl::expectations(
       fl::expect_or_drop("known_user", [](const Change& c) { return c.userId != 126; }));
@@ -542,7 +559,7 @@ TEST_CASE("R-CDC-7: metrics, expectations, and one target per flow") {
   REQUIRE(s.expectation("known_user") != nullptr);
   CHECK(s.expectation("known_user")->failed == 1);
 
-  fl::StreamingTable<User> other{"other"};
+  fl::StreamingTable<User, Storage> other{"other"};
   CHECK_THROWS_AS(flow.apply(other, feed()), fl::error);
   // The table is claimed: another flow cannot write it.
   Scd1Flow second{"second"};
@@ -554,13 +571,14 @@ TEST_CASE("R-CDC-7: metrics, expectations, and one target per flow") {
   }
 }
 
-TEST_CASE("R-CDC-1: an input range of rvalues is moved from; a container is not") {
-  fl::StreamingTable<User> t{"u"};
+TEST_CASE_TEMPLATE("R-CDC-1: an input range of rvalues is moved from; a container is not", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
   const auto changes = feed();
   flow.apply(t, changes);
   CHECK(changes[0].name == std::optional<std::string>("Raul"));
-  fl::StreamingTable<User> t2{"u2"};
+  fl::StreamingTable<User, Storage> t2{"u2"};
   Scd1Flow f2;
   f2.apply(t2, feed());  // a prvalue vector: elements copied (lvalues)
   CHECK(t2.sorted_rows() == scd1_expected);
@@ -577,13 +595,14 @@ struct ThrowingDelete {
 };
 }  // namespace users
 
-TEST_CASE("R-CDC-5: a user exception mid-batch propagates and changes nothing (SCD1, SCD2)") {
+TEST_CASE_TEMPLATE("R-CDC-5: a user exception mid-batch propagates and changes nothing (SCD1, SCD2)",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   using F1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
   using F2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
   F1 f1{"f1", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
   F2 f2{"f2", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
-  fl::StreamingTable<User> t{"u"};
-  fl::StreamingTable<UserHistory> h{"h"};
+  fl::StreamingTable<User, Storage> t{"u"};
+  fl::StreamingTable<UserHistory, Storage> h{"h"};
   f1.apply(t, feed());
   f2.apply(h, feed());
   const std::vector<Change> bad{{124, "Raul", "Puebla", "UPDATE", 9},
@@ -599,14 +618,15 @@ TEST_CASE("R-CDC-5: a user exception mid-batch propagates and changes nothing (S
   CHECK(h.sorted_rows() == scd2_expected);
 }
 
-TEST_CASE("AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, SCD2)") {
+TEST_CASE_TEMPLATE("R-TABLE-2: AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, SCD2)",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   using Once1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::Once, fl::apply_as_deletes<IsDelete>,
                             NotStored>;
   using Once2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
                             NotStored, fl::Once>;
   static_assert(Once1::once && Once2::once && !Scd1Flow::once);
-  fl::StreamingTable<User> t{"u"};
-  fl::StreamingTable<UserHistory> h{"h"};
+  fl::StreamingTable<User, Storage> t{"u"};
+  fl::StreamingTable<UserHistory, Storage> h{"h"};
   Once1 f1{"backfill"};
   Once2 f2{"backfill_history"};
   const std::vector<Change> later{{124, "Raul", "Puebla", "UPDATE", 9}};
@@ -672,7 +692,7 @@ struct IsDelete {
 };
 }  // namespace dated_cdc
 
-TEST_CASE("R-CDC-1: a calendar date is a key column") {
+TEST_CASE_TEMPLATE("R-CDC-1: a calendar date is a key column", Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace std::chrono;
   using dated_cdc::Change;
   using dated_cdc::Day;
@@ -681,7 +701,7 @@ TEST_CASE("R-CDC-1: a calendar date is a key column") {
                            fl::except_column_list<"operation", "seq">>;
   const year_month_day a = 2026y / December / 1;
   const year_month_day b = 2026y / December / 2;
-  fl::StreamingTable<Day> t{"days"};
+  fl::StreamingTable<Day, Storage> t{"days"};
   Flow flow{"days_cdc"};
   flow.apply(t, std::vector<Change>{{a, "open", "INSERT", 1}, {b, "open", "INSERT", 1}});
   flow.apply(t, std::vector<Change>{{a, "closed", "UPDATE", 3}, {b, std::nullopt, "DELETE", 2},
