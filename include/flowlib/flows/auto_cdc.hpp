@@ -1208,6 +1208,7 @@ class AutoCdc {
     }
     const std::size_t gc_size = gc_queue_.size();
     std::ptrdiff_t tomb_delta = 0;
+    bool ties = false;  // some key's metrics need recounting
     superseded_.clear();
     typename Expectations<P...>::counts_type counts;
     const auto describe = [this](const change_type& r) { return key_.describe(r); };
@@ -1286,14 +1287,14 @@ class AutoCdc {
       if (valid && s < e->seq) {  // below the key's batch maximum: superseded
         ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
         if (u->have && !(u->old.seq < s)) {
-          u->tie = true;  // equal to the stored change
+          u->tie = ties = true;  // equal to the stored change
         } else {
           // Equal to an earlier batch maximum of the key? Those decrease
           // along the chain, so the walk stops at the first not above s
           // (usually at once: late changes are seldom far behind).
           std::uint32_t j = u->last_max;
           while (j != pass_log::none && s < log_[j].seq) j = log_[j].prev_max;
-          if (j != pass_log::none && !(log_[j].seq < s)) u->tie = true;
+          if (j != pass_log::none && !(log_[j].seq < s)) u->tie = ties = true;
           superseded_.emplace_back(e->rec, li);  // ties among superseded changes: at the end
         }
         return true;
@@ -1394,8 +1395,8 @@ class AutoCdc {
         }
       }
       if (complete) {
-        if (!superseded_.empty()) find_superseded_ties();
-        recount_ties(stats);
+        if (!superseded_.empty() && find_superseded_ties()) ties = true;
+        if (ties) recount_ties(stats);
         if (gc) {
           for (const undo_rec& u : recs_) {
             if (u.tomb) gc_queue_.push_back({key_(*u.src), now_});
@@ -1446,7 +1447,9 @@ class AutoCdc {
   /// earlier batch maximum), these are all the pass's counting misses: a
   /// change that arrives at or above the maximum is counted as the planned
   /// path counts it, and one equal to a superseded change is superseded too.
-  void find_superseded_ties() {
+  /// Returns whether it marked any.
+  bool find_superseded_ties() {
+    bool any = false;
     std::sort(superseded_.begin(), superseded_.end(), [&](const auto& a, const auto& b) {
       if (a.first != b.first) return a.first < b.first;
       return log_[a.second].seq < log_[b.second].seq;
@@ -1455,9 +1458,10 @@ class AutoCdc {
       const auto& a = superseded_[k - 1];
       const auto& b = superseded_[k];
       if (a.first == b.first && !(log_[a.second].seq < log_[b.second].seq)) {
-        recs_[a.first].tie = true;
+        recs_[a.first].tie = any = true;
       }
     }
+    return any;
   }
 
   /// Keys marked by find_superseded_ties: the pass counted their changes in
