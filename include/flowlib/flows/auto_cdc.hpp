@@ -121,7 +121,9 @@
 // commit prefetch each key's entry, arrays and rows a few keys ahead (a
 // large target is out of cache). SCD2: a change after all of its key's
 // stored ones closes the current version in place; a late one re-derives
-// the key's history only from the version in effect at its sequence.
+// the key's history only from the version in effect at its sequence. With
+// every column tracked and no null-ignoring (the default), the kept history
+// refers to version rows instead of copying change rows (compact_history).
 #pragma once
 
 #include <flowlib/columns.hpp>
@@ -446,13 +448,33 @@ class AutoCdc {
     std::uint32_t rec = 0;      // ... and the key's undo record in that pass
     [[no_unique_address]] std::conditional_t<ignore_active, ignore_state, null_state> ign{};
   };
-  struct event {
+  // SCD2 keeps every change of a key, to re-derive its versions when a late
+  // change arrives. When every selected column is tracked and none ignores
+  // nulls, an upsert's values are exactly those of the version open right
+  // after it, so the history refers to that version (its index among the
+  // key's versions) instead of holding a copy of the change: 16 bytes per
+  // change for an int64 sequence instead of a whole row, and a key's first
+  // change is kept inline. strict_sequence keeps copies, because a tie is
+  // checked against every column of the stored change.
+  static constexpr bool compact_history =
+      is_scd2 && opts::ignore_mode == 0 && opts::scd::track_mode == 0 && !opts::strict &&
+      std::is_nothrow_move_constructible_v<sequence_type> &&
+      std::is_nothrow_move_assignable_v<sequence_type>;
+  struct full_event {
     sequence_type seq;
     bool remove;
     change_type row;
   };
+  struct ref_event {
+    sequence_type seq;
+    std::uint32_t version;  // upserts: the version holding its values (index in versions)
+    bool remove;
+  };
+  using event = std::conditional_t<compact_history, ref_event, full_event>;
+  using history_type = std::conditional_t<compact_history, absl::InlinedVector<ref_event, 1>,
+                                          std::vector<full_event>>;
   struct scd2_entry {
-    std::vector<event> history;  // every change of the key, by sequence (ties replaced)
+    history_type history;  // every change of the key, by sequence (ties replaced)
     // The key's target rows, by __START_AT. Up to four are held in the
     // entry itself (the size of a std::vector): most keys have few
     // versions, and a key touched then costs no allocation and no miss on
@@ -485,6 +507,8 @@ class AutoCdc {
     std::uint32_t close;         // batch row whose sequence closes the stored current
                                  // version in place, or cdc_npos
     bool append;                 // new events all after the stored ones
+    std::uint32_t tail_begin, tail_end;  // compact history: the key's events from
+                                         // ev_from on, as re-derived (into tail_)
   };
   struct replacement {
     std::uint32_t pos;  // index in the key's history
@@ -1538,6 +1562,7 @@ class AutoCdc {
     plans2_.clear();
     plans2_.reserve(n);
     reps_.clear();
+    tail_.clear();
     new_keys_.clear();
     fresh_.clear();
     inserts_ = 0;
@@ -1571,8 +1596,19 @@ class AutoCdc {
       scd2_plan plan{hit, static_cast<std::uint32_t>(g), b, e,
                      static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, 0,
                      hit ? static_cast<std::uint32_t>(hit->history.size()) : 0,
-                     detail::cdc_npos, true};
-      const std::vector<event>* hist = hit ? &hit->history : nullptr;
+                     detail::cdc_npos, true,
+                     static_cast<std::uint32_t>(tail_.size()), 0};
+      const history_type* hist = hit ? &hit->history : nullptr;
+      // Compact history: the event of a change the walk just applied; an
+      // upsert refers to the version now open (derived rows map one to one,
+      // in order, onto the key's versions from plan.from on).
+      const auto record = [&](const sequence_type& s, bool remove, std::uint32_t cur) {
+        if constexpr (compact_history) {
+          tail_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+        } else {
+          (void)s, (void)remove, (void)cur;
+        }
+      };
       const sequence_type& first = seqs_[order_[b]];
       plan.append = hist == nullptr || hist->empty() || hist->back().seq < first;
       plan.v_begin = static_cast<std::uint32_t>(ts.used);
@@ -1593,6 +1629,7 @@ class AutoCdc {
             // copied into scratch and written back whole.
             if (ops_[c] == op::remove) {
               plan.close = c;
+              record(seqs_[c], true, cur);
               k = b + 1;
             } else if constexpr (opts::ignore_mode == 0) {
               cur = ts.alloc();
@@ -1606,6 +1643,7 @@ class AutoCdc {
               } else {
                 plan.close = c;
               }
+              record(seqs_[c], false, cur);
               k = b + 1;
             }
           }
@@ -1618,6 +1656,7 @@ class AutoCdc {
         for (; k < e; ++k) {
           const std::uint32_t c = order_[k];
           walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.row(c));
+          record(seqs_[c], ops_[c] == op::remove, cur);
         }
       } else {
         // A late change: re-derive the key's history from the last version
@@ -1669,26 +1708,39 @@ class AutoCdc {
                   throw_tie(sc.row(c), "as a stored change");
                 }
               }
-              reps_.push_back({static_cast<std::uint32_t>(i), c});
+              if constexpr (!compact_history) reps_.push_back({static_cast<std::uint32_t>(i), c});
               ++i;
             }
             walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.row(c));
+            record(seqs_[c], ops_[c] == op::remove, cur);
             ++k;
           } else {
-            walk_step<Target>(ts, cur, old->seq, old->remove, old->row);
+            if constexpr (compact_history) {
+              if (old->remove) {
+                walk_delete<Target>(ts, cur, old->seq);
+              } else {
+                walk_upsert<Target>(ts, cur, old->seq, store.get(vs[old->version]));
+              }
+              record(old->seq, old->remove, cur);
+            } else {
+              walk_step<Target>(ts, cur, old->seq, old->remove, old->row);
+            }
             ++i;
           }
         }
       }
       plan.v_end = static_cast<std::uint32_t>(ts.used);
       plan.rep_end = static_cast<std::uint32_t>(reps_.size());
+      plan.tail_end = static_cast<std::uint32_t>(tail_.size());
       // Room for the commit, made while the entry is in cache (growing a
       // capacity changes no state, so it may happen before a later error).
       const std::size_t derived = plan.v_end - plan.v_begin;
       // Staged by reference, ties are appended too before they replace the
       // stored events (copy_events_scd2).
-      const std::size_t events = (plan.ev_end - plan.ev_begin) -
-                                 (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
+      const std::size_t events =
+          compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin) - plan.hist_size
+                          : (plan.ev_end - plan.ev_begin) -
+                                (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
       if (hit == nullptr) {
         new_keys_.push_back(key_(sc.row(grp.head)));
         scd2_entry fresh;
@@ -1712,22 +1764,37 @@ class AutoCdc {
   template <class Target>
   void walk_step(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                  const sequence_type& s, bool remove, const change_type& row) {
+    if (remove) {
+      walk_delete<Target>(ts, cur, s);
+    } else {
+      walk_upsert<Target>(ts, cur, s, row);
+    }
+  }
+  /// A delete closes the current version.
+  template <class Target>
+  static void walk_delete(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                          const sequence_type& s) {
+    if (cur != detail::cdc_npos) {
+      end_col<Target>::get(ts.rows[cur]) = s;
+      cur = detail::cdc_npos;
+    }
+  }
+  /// An upsert whose values are a change row, or (compact history) those of
+  /// a stored version.
+  template <class Target, class Values>
+  void walk_upsert(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                   const sequence_type& s, const Values& values) {
     using M = mapping<Target>;
     const bool open = cur != detail::cdc_npos;
-    if (remove) {  // a delete closes the current version
-      if (open) {
-        end_col<Target>::get(ts.rows[cur]) = s;
-        cur = detail::cdc_npos;
-      }
-      return;
-    }
     const std::uint32_t cand = ts.alloc();
     Target& t = ts.rows[cand];
-    if (open && opts::ignore_mode != 0) {
+    if constexpr (std::is_same_v<Values, Target>) {
+      t = values;
+    } else if (open && opts::ignore_mode != 0) {
       t = ts.rows[cur];
-      M::assign_keeping_ignored_nulls(t, row);
+      M::assign_keeping_ignored_nulls(t, values);
     } else {
-      M::assign(t, row);
+      M::assign(t, values);
     }
     start_col<Target>::get(t) = s;
     end_col<Target>::get(t).reset();
@@ -1748,47 +1815,49 @@ class AutoCdc {
   /// then every history is restored to its stored events, and the error
   /// propagates. commit_scd2 puts the copies in place.
   void copy_events_scd2() {
-    scratch_type& sc = *scratch_;
-    if (!sc.by_ref) return;
-    std::size_t q = 0;
-    std::size_t next_new = 0;
-    const std::size_t n = plans2_.size();
-    std::size_t ahead = 0;  // batch rows (in order_) prefetched so far
-    try {
-      for (; q < n; ++q) {
-        const scd2_plan& p = plans2_[q];
-        // As in commit_scd2: the entries and the histories' ends, then the
-        // changes (scattered over the batch) are prefetched ahead.
-        if (q + 2 * commit_prefetch_distance < n) {
-          if (const scd2_entry* a = plans2_[q + 2 * commit_prefetch_distance].hit) {
-            prefetch_entry(a);
+    if constexpr (!compact_history) {  // compact events are written at commit
+      scratch_type& sc = *scratch_;
+      if (!sc.by_ref) return;
+      std::size_t q = 0;
+      std::size_t next_new = 0;
+      const std::size_t n = plans2_.size();
+      std::size_t ahead = 0;  // batch rows (in order_) prefetched so far
+      try {
+        for (; q < n; ++q) {
+          const scd2_plan& p = plans2_[q];
+          // As in commit_scd2: the entries and the histories' ends, then the
+          // changes (scattered over the batch) are prefetched ahead.
+          if (q + 2 * commit_prefetch_distance < n) {
+            if (const scd2_entry* a = plans2_[q + 2 * commit_prefetch_distance].hit) {
+              prefetch_entry(a);
+            }
+          }
+          if (q + commit_prefetch_distance < n) {
+            if (const scd2_entry* a = plans2_[q + commit_prefetch_distance].hit) {
+              detail::cdc_prefetch(a->history.data() + a->history.size());
+            }
+          }
+          for (const std::size_t to = std::min<std::size_t>(p.ev_end + commit_prefetch_distance,
+                                                            order_.size());
+               ahead < to; ++ahead) {
+            prefetch_change(sc.row(order_[ahead]));
+          }
+          scd2_entry& e = p.hit != nullptr ? *p.hit : fresh_[next_new++];
+          for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
+            const std::uint32_t c = order_[k];
+            e.history.push_back(event{seqs_[c], ops_[c] == op::remove, sc.row(c)});
           }
         }
-        if (q + commit_prefetch_distance < n) {
-          if (const scd2_entry* a = plans2_[q + commit_prefetch_distance].hit) {
-            detail::cdc_prefetch(a->history.data() + a->history.size());
-          }
-        }
-        for (const std::size_t to = std::min<std::size_t>(p.ev_end + commit_prefetch_distance,
-                                                          order_.size());
-             ahead < to; ++ahead) {
-          prefetch_change(sc.row(order_[ahead]));
-        }
-        scd2_entry& e = p.hit != nullptr ? *p.hit : fresh_[next_new++];
-        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
-          const std::uint32_t c = order_[k];
-          e.history.push_back(event{seqs_[c], ops_[c] == op::remove, sc.row(c)});
-        }
+      } catch (...) {
+        undo_events_scd2(q + 1);
+        throw;
       }
-    } catch (...) {
-      undo_events_scd2(q + 1);
-      throw;
     }
   }
   /// Undoes copy_events_scd2 for the first `count` plans (fresh entries
   /// are scratch: they are rebuilt by the next batch).
   void undo_events_scd2(std::size_t count) noexcept {
-    if (!scratch_->by_ref) return;
+    if (compact_history || !scratch_->by_ref) return;
     for (std::size_t q = 0; q < count && q < plans2_.size(); ++q) {
       const scd2_plan& p = plans2_[q];
       if (p.hit == nullptr) continue;
@@ -1799,6 +1868,60 @@ class AutoCdc {
   template <class Store>
   void reserve_scd2(Store& store) {
     store.reserve(inserts_);  // the keys' own arrays were grown while planning
+  }
+
+  /// The key's history after the batch (room was reserved while planning;
+  /// nothing here throws).
+  void commit_history(scd2_entry& e, const scd2_plan& p) noexcept {
+    if constexpr (compact_history) {
+      // The events from ev_from on, as the planning walk re-derived them.
+      e.history.erase(e.history.begin() + p.ev_from, e.history.end());
+      for (std::uint32_t k = p.tail_begin; k < p.tail_end; ++k) {
+        e.history.push_back(std::move(tail_[k]));
+      }
+    } else {
+      // Ties replace stored changes; the others are merged in.
+      scratch_type& sc = *scratch_;
+      const std::size_t old_size = p.hist_size;
+      std::uint32_t r = p.rep_begin;
+      if (sc.by_ref) {
+        // The new events were copied in after the stored ones, in the
+        // order of order_: move the ties onto the events they replace and
+        // close the gaps they leave.
+        std::size_t w = old_size;
+        std::size_t j = old_size;
+        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k, ++j) {
+          if (r < p.rep_end && reps_[r].row == order_[k]) {
+            e.history[reps_[r].pos] = std::move(e.history[j]);
+            ++r;
+            continue;
+          }
+          if (w != j) e.history[w] = std::move(e.history[j]);
+          ++w;
+        }
+        while (e.history.size() > w) e.history.pop_back();
+      } else {
+        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
+          const std::uint32_t c = order_[k];
+          if (r < p.rep_end && reps_[r].row == c) {
+            event& ev = e.history[reps_[r].pos];
+            ev.remove = ops_[c] == op::remove;
+            ev.row = std::move(sc.rows[c]);
+            ++r;
+            continue;
+          }
+          e.history.push_back(
+              event{std::move(seqs_[c]), ops_[c] == op::remove, std::move(sc.rows[c])});
+        }
+      }
+      if (!p.append && p.ev_from < old_size && old_size != e.history.size()) {
+        // Only the tail from the re-derivation's start can be out of order.
+        std::inplace_merge(e.history.begin() + static_cast<std::ptrdiff_t>(p.ev_from),
+                           e.history.begin() + static_cast<std::ptrdiff_t>(old_size),
+                           e.history.end(),
+                           [](const event& a, const event& b) { return a.seq < b.seq; });
+      }
+    }
   }
 
   template <class Store, class Target>
@@ -1843,46 +1966,7 @@ class AutoCdc {
           end_col<Target>::get(store.get(e->versions.back())) = seqs_[p.close];
         }
       }
-      // History: ties replace stored changes; the others are merged in.
-      const std::size_t old_size = p.hist_size;
-      std::uint32_t r = p.rep_begin;
-      if (sc.by_ref) {
-        // The new events were copied in after the stored ones, in the
-        // order of order_: move the ties onto the events they replace and
-        // close the gaps they leave.
-        std::size_t w = old_size;
-        std::size_t j = old_size;
-        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k, ++j) {
-          if (r < p.rep_end && reps_[r].row == order_[k]) {
-            e->history[reps_[r].pos] = std::move(e->history[j]);
-            ++r;
-            continue;
-          }
-          if (w != j) e->history[w] = std::move(e->history[j]);
-          ++w;
-        }
-        while (e->history.size() > w) e->history.pop_back();
-      } else {
-        for (std::uint32_t k = p.ev_begin; k < p.ev_end; ++k) {
-          const std::uint32_t c = order_[k];
-          if (r < p.rep_end && reps_[r].row == c) {
-            event& ev = e->history[reps_[r].pos];
-            ev.remove = ops_[c] == op::remove;
-            ev.row = std::move(sc.rows[c]);
-            ++r;
-            continue;
-          }
-          e->history.push_back(
-              event{std::move(seqs_[c]), ops_[c] == op::remove, std::move(sc.rows[c])});
-        }
-      }
-      if (!p.append && p.ev_from < old_size && old_size != e->history.size()) {
-        // Only the tail from the re-derivation's start can be out of order.
-        std::inplace_merge(e->history.begin() + static_cast<std::ptrdiff_t>(p.ev_from),
-                           e->history.begin() + static_cast<std::ptrdiff_t>(old_size),
-                           e->history.end(),
-                           [](const event& a, const event& b) { return a.seq < b.seq; });
-      }
+      commit_history(*e, p);
       // Versions: the derived ones replace those from p.from on.
       std::size_t v = p.from;
       for (std::uint32_t j = p.v_begin; j < p.v_end; ++j, ++v) {
@@ -1925,6 +2009,7 @@ class AutoCdc {
   std::vector<scd1_plan> plans1_;
   std::vector<scd2_plan> plans2_;
   std::vector<replacement> reps_;
+  std::vector<event> tail_;  // SCD2 compact history: re-derived events (plan.tail_*)
   std::vector<key_type> new_keys_;
   std::vector<key_type> gc_keys_;
   std::vector<scd2_entry> fresh_;
