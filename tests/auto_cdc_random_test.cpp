@@ -36,78 +36,11 @@ TEST_CASE("R-CDC-5 R-CDC-6: SCD1 ignore_null_updates with ties, source order kep
 
 #include <chrono>
 #include <deque>
-#include <functional>
-#include <iterator>
-#include <memory>
-#include <stdexcept>
 
 namespace onepass {
 
-/// The batch as an input range (not a forward range): always planned.
-struct input_only {
-  const std::vector<Change>* rows;
-  struct iterator {
-    using value_type = Change;
-    using difference_type = std::ptrdiff_t;
-    using iterator_concept = std::input_iterator_tag;
-    const Change* p = nullptr;
-    const Change& operator*() const { return *p; }
-    iterator& operator++() {
-      ++p;
-      return *this;
-    }
-    void operator++(int) { ++p; }
-    bool operator==(const iterator&) const = default;
-  };
-  iterator begin() const { return {rows->data()}; }
-  iterator end() const { return {rows->data() + rows->size()}; }
-};
-static_assert(std::ranges::input_range<input_only> && !std::ranges::forward_range<input_only>);
-
-/// A delete predicate that throws at its n-th call (n < 0: never).
-struct CountingDelete {
-  std::shared_ptr<int> calls_left = std::make_shared<int>(-1);
-  bool operator()(const Change& c) const {
-    if (*calls_left >= 0 && (*calls_left)-- == 0) throw std::runtime_error("predicate failed");
-    return c.op == model::remove;
-  }
-};
-
 using Flow = fl::AutoCdc<K, S, fl::Scd1, fl::apply_as_deletes<CountingDelete>,
                          fl::apply_as_truncates<IsTruncate>, Cols>;
-
-/// A batch over few keys and few sequences: ties, changes out of order,
-/// deletes, re-inserts, sometimes a truncate.
-std::vector<Change> random_batch(std::mt19937& rng, bool truncates) {
-  std::uniform_int_distribution<int> pct(0, 99);
-  const std::size_t n = std::uniform_int_distribution<std::size_t>(1, 14)(rng);
-  std::vector<Change> out;
-  for (std::size_t i = 0; i < n; ++i) {
-    Change c{std::uniform_int_distribution<int>(0, 5)(rng), std::nullopt, std::nullopt, upsert,
-             std::uniform_int_distribution<std::int64_t>(1, 40)(rng)};
-    const int p = pct(rng);
-    if (truncates && p < 3) {
-      c.op = model::truncate;
-    } else if (p < 30) {
-      c.op = model::remove;
-    } else {
-      if (pct(rng) >= 20) c.name = std::string(1, static_cast<char>('a' + pct(rng) % 4));
-      if (pct(rng) >= 20) c.city = std::string(1, static_cast<char>('p' + pct(rng) % 4));
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
-void require_same(const fl::BatchStats& a, const fl::BatchStats& b) {
-  REQUIRE(a.input_rows == b.input_rows);
-  REQUIRE(a.dropped_rows == b.dropped_rows);
-  REQUIRE(a.upserted_rows == b.upserted_rows);
-  REQUIRE(a.deleted_rows == b.deleted_rows);
-  REQUIRE(a.ignored_late_rows == b.ignored_late_rows);
-  REQUIRE(a.tied_rows == b.tied_rows);
-  REQUIRE(a.truncated_rows == b.truncated_rows);
-}
 
 }  // namespace onepass
 
