@@ -2187,9 +2187,8 @@ class AutoCdc {
       if (!deferred_.empty()) {
         // The set-aside changes, planned over what the pass applied (their
         // rows were counted, checked and validated by the pass).
-        auto rows = deferred_ | std::views::transform([](const change_type* c) -> const change_type& {
-                      return *c;
-                    });
+        const auto deref = [](const change_type* c) -> const change_type& { return *c; };
+        auto rows = deferred_ | std::views::transform(deref);
         BatchStats late;
         pass_tie_fix_ = {0, 0};
         fixing_pass_ties_ = true;
