@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fl = flowlib;
@@ -348,6 +350,24 @@ inline std::vector<Change> random_batch(std::mt19937& rng, bool truncates, std::
     out.push_back(c);
   }
   return out;
+}
+
+/// Applies `batch` to `a` through `fast`, from the vector, or with `deque`
+/// from a copy in a std::deque (a forward range that is not contiguous: no
+/// read-ahead), and to `b` through `planned`, from an input-only range
+/// (always planned); both with `checks`, if any. Returns both metrics.
+template <class Flow, class Table, class... Checks>
+std::pair<fl::BatchStats, fl::BatchStats> apply_both(Flow& fast, Table& a, Flow& planned, Table& b,
+                                                     const std::vector<Change>& batch, bool deque,
+                                                     const Checks&... checks) {
+  fl::BatchStats sa;
+  if (deque) {
+    const std::deque<Change> rows(batch.begin(), batch.end());
+    sa = fast.apply(a, rows, checks...);
+  } else {
+    sa = fast.apply(a, batch, checks...);
+  }
+  return {sa, planned.apply(b, input_only{&batch}, checks...)};
 }
 
 inline void require_same(const fl::BatchStats& a, const fl::BatchStats& b) {

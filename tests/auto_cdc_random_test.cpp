@@ -35,7 +35,6 @@ TEST_CASE("R-CDC-5 R-CDC-6: SCD1 ignore_null_updates with ties, source order kep
 #include <support/storage_policies.hpp>
 
 #include <chrono>
-#include <deque>
 
 namespace onepass {
 
@@ -67,18 +66,9 @@ TEST_CASE_TEMPLATE("R-CDC-1 R-CDC-5 R-CDC-7: SCD1 one pass and planned agree on 
     for (int batch_no = 0; batch_no < 30; ++batch_no) {
       const std::vector<Change> batch = random_batch(rng, truncates);
       INFO("case " << n << ", batch " << batch_no << ": " << batch);
-      fl::BatchStats sa, sb;
-      if (n % 3 == 2) {
-        sa = fast.apply(a, batch, checks);
-        sb = planned.apply(b, input_only{&batch}, checks);
-      } else if (n % 5 == 1) {  // a forward range that is not contiguous: no read-ahead
-        const std::deque<Change> rows(batch.begin(), batch.end());
-        sa = fast.apply(a, rows);
-        sb = planned.apply(b, input_only{&batch});
-      } else {
-        sa = fast.apply(a, batch);
-        sb = planned.apply(b, input_only{&batch});
-      }
+      // Some cases with expectations, some from a deque (no read-ahead).
+      const auto [sa, sb] = n % 3 == 2 ? apply_both(fast, a, planned, b, batch, false, checks)
+                                  : apply_both(fast, a, planned, b, batch, n % 5 == 1);
       require_same(sa, sb);
       REQUIRE(a.sorted_rows() == b.sorted_rows());
       REQUIRE(fast.key_count() == planned.key_count());
