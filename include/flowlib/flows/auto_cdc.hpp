@@ -1218,6 +1218,11 @@ class AutoCdc {
     bool tie;                 // recount: a change below the key's batch maximum ties
     std::uint32_t last_log;   // the key's latest change in log_
     std::uint32_t last_max;   // ... that was not superseded (pass_log::none: none)
+    std::uint32_t last_sup;   // the key's latest superseded change in superseded_, or cdc_npos
+  };
+  struct superseded_change {  // a change that arrived below its key's batch maximum
+    sequence_type seq;
+    std::uint32_t prev;       // the key's previous one in superseded_, or cdc_npos
   };
   struct pass_log {           // an applied change (16 bytes for an int64 sequence)
     sequence_type seq;        // a copy: reading it never touches the batch again
@@ -1266,6 +1271,7 @@ class AutoCdc {
     std::ptrdiff_t tomb_delta = 0;
     bool ties = false;  // some key's metrics need recounting
     superseded_.clear();
+    sup_keys_.clear();
     typename Expectations<P...>::counts_type counts;
     const auto describe = [this](const change_type& r) { return key_.describe(r); };
 
@@ -1316,11 +1322,11 @@ class AutoCdc {
         const auto ri = static_cast<std::uint32_t>(recs_.size());
         if (e != nullptr) {
           recs_.push_back({&r, *e, detail::cdc_npos, true, have, e->row == no_row, false, false,
-                           detail::cdc_npos, pass_log::none});
+                           detail::cdc_npos, pass_log::none, detail::cdc_npos});
         } else {
           key_type k = key_(r);
           recs_.push_back({&r, scd1_entry{}, detail::cdc_npos, false, false, false, false, false,
-                           detail::cdc_npos, pass_log::none});
+                           detail::cdc_npos, pass_log::none, detail::cdc_npos});
           const std::size_t cap = index_.capacity();
           scd1_entry fresh{};
           fresh.seq = s;
@@ -1351,7 +1357,12 @@ class AutoCdc {
           std::uint32_t j = u->last_max;
           while (j != pass_log::none && s < log_[j].seq) j = log_[j].prev_max;
           if (j != pass_log::none && !(log_[j].seq < s)) u->tie = ties = true;
-          superseded_.emplace_back(e->rec, li);  // ties among superseded changes: at the end
+          // Ties among superseded changes: found at the end.
+          if (u->last_sup != detail::cdc_npos && superseded_[u->last_sup].prev == detail::cdc_npos) {
+            sup_keys_.push_back(e->rec);  // the key's second
+          }
+          superseded_.push_back({s, u->last_sup});
+          u->last_sup = static_cast<std::uint32_t>(superseded_.size() - 1);
         }
         return true;
       }
@@ -1451,7 +1462,7 @@ class AutoCdc {
         }
       }
       if (complete) {
-        if (!superseded_.empty() && find_superseded_ties()) ties = true;
+        if (!sup_keys_.empty() && find_superseded_ties()) ties = true;
         if (ties) recount_ties(stats);
         if (gc) {
           for (const undo_rec& u : recs_) {
@@ -1504,17 +1515,31 @@ class AutoCdc {
   /// change that arrives at or above the maximum is counted as the planned
   /// path counts it, and one equal to a superseded change is superseded too.
   /// Returns whether it marked any.
+  ///
+  /// Each key's superseded changes are chained, and only the keys with two
+  /// or more are visited, each sorting its own few (one sort of the whole list
+  /// cost up to a tenth of the pass, mostly in mispredicted branches).
   bool find_superseded_ties() {
     bool any = false;
-    std::sort(superseded_.begin(), superseded_.end(), [&](const auto& a, const auto& b) {
-      if (a.first != b.first) return a.first < b.first;
-      return log_[a.second].seq < log_[b.second].seq;
-    });
-    for (std::size_t k = 1; k < superseded_.size(); ++k) {
-      const auto& a = superseded_[k - 1];
-      const auto& b = superseded_[k];
-      if (a.first == b.first && !(log_[a.second].seq < log_[b.second].seq)) {
-        recs_[a.first].tie = any = true;
+    for (const std::uint32_t ri : sup_keys_) {
+      undo_rec& u = recs_[ri];
+      const superseded_change& last = superseded_[u.last_sup];
+      const superseded_change& before = superseded_[last.prev];
+      if (before.prev == detail::cdc_npos) {  // two
+        if (!(last.seq < before.seq) && !(before.seq < last.seq)) u.tie = any = true;
+        continue;
+      }
+      sup_seqs_.clear();
+      for (std::uint32_t i = u.last_sup; i != detail::cdc_npos; i = superseded_[i].prev) {
+        sup_seqs_.push_back(&superseded_[i].seq);
+      }
+      std::sort(sup_seqs_.begin(), sup_seqs_.end(),
+                [](const auto* a, const auto* b) { return *a < *b; });
+      for (std::size_t k = 1; k < sup_seqs_.size(); ++k) {
+        if (!(*sup_seqs_[k - 1] < *sup_seqs_[k])) {
+          u.tie = any = true;
+          break;
+        }
       }
     }
     return any;
@@ -2263,7 +2288,9 @@ class AutoCdc {
   std::uint32_t pass_ = 0;            // passes so far (0: none)
   std::vector<undo_rec> recs_;        // per key touched
   std::vector<pass_log> log_;         // per change applied, in source order
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> superseded_;  // (record, log position)
+  std::vector<superseded_change> superseded_;  // chained per key (undo_rec::last_sup)
+  std::vector<std::uint32_t> sup_keys_;         // records of keys with two or more of them
+  std::vector<const sequence_type*> sup_seqs_;  // find_superseded_ties: one key's
   std::vector<std::pair<sequence_type, std::uint32_t>> by_seq_;  // recount_ties
   std::array<entry*, 4> found_{};  // read-ahead: the entries of the next rows
   // SCD2 one-pass apply (apply_one_pass_scd2).
