@@ -66,7 +66,9 @@
 #include <new>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -144,10 +146,17 @@ struct IsDelete {
   bool operator()(const Change& c) const noexcept { return c.operation == op::del; }
 };
 
-template <class Scd, class Row>
+/// Which SCD2 apply path a flowlib implementation takes: by the flow's
+/// default rule (CdcSettings::scd2_one_pass_min_keys), or forced either way
+/// so that the two can be compared to place that threshold.
+enum class scd2_path { by_size, one_pass, planned };
+
+template <class Scd, class Row, scd2_path Path = scd2_path::by_size>
 class flowlib_impl {
  public:
-  static constexpr const char* name = "flowlib";
+  static constexpr const char* name = Path == scd2_path::one_pass  ? "flowlib_one_pass"
+                                      : Path == scd2_path::planned ? "flowlib_planned"
+                                                                   : "flowlib";
   using row_type = Row;
   using flow_type = fl::AutoCdc<fl::Key<&Change::key>, fl::Seq<&Change::seq>, Scd,
                                 fl::apply_as_deletes<IsDelete>,
@@ -165,13 +174,24 @@ class flowlib_impl {
   const fl::BatchStats& last_stats() const noexcept { return last_; }
 
  private:
+  static fl::CdcSettings settings() {
+    fl::CdcSettings s;
+    if constexpr (Path == scd2_path::one_pass) s.scd2_one_pass_min_keys = 0;
+    if constexpr (Path == scd2_path::planned) {
+      s.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
+    }
+    return s;
+  }
+
   fl::StreamingTable<Row> table_{"target"};
-  flow_type flow_{"auto_cdc_bench"};
+  flow_type flow_{"auto_cdc_bench", settings()};
   fl::BatchStats last_;
 };
 
 using flowlib_scd1 = flowlib_impl<fl::Scd1, current_row>;
 using flowlib_scd2 = flowlib_impl<fl::Scd2<>, version_row>;
+using flowlib_scd2_one_pass = flowlib_impl<fl::Scd2<>, version_row, scd2_path::one_pass>;
+using flowlib_scd2_planned = flowlib_impl<fl::Scd2<>, version_row, scd2_path::planned>;
 
 // --- Hand-written baselines: SCD type 1 ---------------------------------------
 //
@@ -825,16 +845,54 @@ void check_config(const config& c) {
   check_impl<unordered_scd1>(applied, want1, " (SCD1)" + where);
   check_impl<sqlite_scd1>(applied, want1, " (SCD1)" + where);
   check_impl<flowlib_scd2>(applied, want2, " (SCD2)" + where);
+  check_impl<flowlib_scd2_one_pass>(applied, want2, " (SCD2)" + where);
+  check_impl<flowlib_scd2_planned>(applied, want2, " (SCD2)" + where);
   check_impl<absl_scd2>(applied, want2, " (SCD2)" + where);
   check_impl<unordered_scd2>(applied, want2, " (SCD2)" + where);
   check_impl<sqlite_scd2>(applied, want2, " (SCD2)" + where);
+}
+
+/// FLOWLIB_BENCH_CDC_KEYS: target sizes to run instead of 1e3, 1e5 and 1e6
+/// keys, as a comma-separated list of positive integers ("200000,500000").
+std::optional<std::vector<std::int64_t>> keys_from_env() {
+  const char* v = std::getenv("FLOWLIB_BENCH_CDC_KEYS");
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  std::vector<std::int64_t> out;
+  const std::string list = v;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    const std::size_t end = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, end - pos);
+    std::size_t used = 0;
+    long long k = 0;
+    try {
+      k = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    fb::require(used == item.size() && !item.empty() && k > 0,
+                "FLOWLIB_BENCH_CDC_KEYS: \"" + item +
+                    "\" is not a positive integer (expected a list such as 200000,500000)");
+    out.push_back(k);
+    pos = end + 1;
+  }
+  return out;
+}
+
+/// FLOWLIB_BENCH_CDC_SCD2_PATHS=1: SCD2 also runs flowlib with the one pass
+/// forced on (flowlib_one_pass) and off (flowlib_planned), to place
+/// CdcSettings::scd2_one_pass_min_keys on this machine.
+bool scd2_paths_from_env() {
+  const char* v = std::getenv("FLOWLIB_BENCH_CDC_SCD2_PATHS");
+  return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
 }
 
 std::vector<config> configs() {
   std::vector<config> out;
   const bool smoke = fb::smoke_mode();
   const std::vector<std::int64_t> keys =
-      smoke ? std::vector<std::int64_t>{50, 1000} : std::vector<std::int64_t>{1000, 100000, 1000000};
+      smoke ? std::vector<std::int64_t>{50, 1000}
+            : keys_from_env().value_or(std::vector<std::int64_t>{1000, 100000, 1000000});
   const std::vector<std::int64_t> batches =
       smoke ? std::vector<std::int64_t>{100, 1000} : std::vector<std::int64_t>{10000, 100000};
   for (std::int64_t k : keys)
@@ -885,6 +943,10 @@ int main(int argc, char** argv) {
         if (bench::runs("sqlite", c)) bench::register_one<bench::sqlite_scd1>(scd, c);
       } else {
         bench::register_one<bench::flowlib_scd2>(scd, c);
+        if (bench::scd2_paths_from_env()) {
+          bench::register_one<bench::flowlib_scd2_one_pass>(scd, c);
+          bench::register_one<bench::flowlib_scd2_planned>(scd, c);
+        }
         bench::register_one<bench::absl_scd2>(scd, c);
         bench::register_one<bench::unordered_scd2>(scd, c);
         if (bench::runs("sqlite", c)) bench::register_one<bench::sqlite_scd2>(scd, c);
