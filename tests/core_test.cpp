@@ -559,6 +559,40 @@ TEST_CASE("MemoryStorage: emplace_with builds in place; a throwing build leaves 
   CHECK(s.size() == 2);
 }
 
+TEST_CASE("MemoryStorage: reserve_fresh makes room as reserve does, across segments, over "
+          "dead slots, and leaves stored rows as they were") {
+  fl::detail::memory_row_store<Payload> s;
+  s.reserve(100);
+  std::vector<fl::row_id> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(s.insert(Payload{i, "kept"}));
+  for (int i = 0; i < 3; ++i) s.erase(ids[static_cast<std::size_t>(10 * i)]);
+  s.reserve_fresh(2);  // fewer than the dead slots: nothing fresh is needed
+  s.reserve_fresh(0);
+  CHECK(s.size() == 97);
+
+  // Spans several segments (64, 128, 256, ... slots), three dead slots first.
+  const std::size_t n = 20000;
+  s.reserve_fresh(n);
+  CHECK(s.capacity() >= s.id_bound() + n - 3);
+  const std::size_t before = g_allocations;
+  std::vector<fl::row_id> fresh;
+  fresh.reserve(n);
+  CHECK(g_allocations == before + 1);  // the vector above, nothing in the store
+  const std::size_t counted = g_allocations;
+  for (std::size_t i = 0; i < n; ++i) fresh.push_back(s.insert(Payload{static_cast<int>(i), "new"}));
+  CHECK(g_allocations == counted);  // short strings: the inserts allocate nothing
+  CHECK(s.size() == 97 + n);
+  for (int i = 0; i < 100; ++i) {
+    if (i % 10 == 0 && i < 30) continue;
+    CHECK(s.get(ids[static_cast<std::size_t>(i)]).id == i);
+    CHECK(s.get(ids[static_cast<std::size_t>(i)]).text == "kept");
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(s.get(fresh[i]).id == static_cast<int>(i));
+    REQUIRE(s.get(fresh[i]).text == "new");
+  }
+}
+
 TEST_CASE("MemoryStorage: emplace_each is all or nothing, over dead slots and the tail") {
   using core::Built;
   fl::detail::memory_row_store<Built> s;

@@ -1937,7 +1937,13 @@ class AutoCdc {
 
   template <class Store>
   void reserve_scd2(Store& store) {
-    store.reserve(inserts_);  // the keys' own arrays were grown while planning
+    // The keys' own arrays were grown while planning. The new versions'
+    // memory is mapped in at once where the store can (see reserve_fresh).
+    if constexpr (requires { store.reserve_fresh(inserts_); }) {
+      store.reserve_fresh(inserts_);
+    } else {
+      store.reserve(inserts_);
+    }
   }
 
   /// The key's history after the batch (room was reserved while planning;
@@ -2187,6 +2193,9 @@ class AutoCdc {
         constexpr std::size_t L = 8, F = 4, F2 = 2, F3 = 1;
         const change_type* data = std::ranges::data(batch);
         const auto n = static_cast<std::size_t>(std::ranges::size(batch));
+        // Most changes open a version: the rows they add are mapped in at
+        // once where the store can (at most one per change).
+        if constexpr (requires { store.reserve_fresh(n); }) store.reserve_fresh(n);
         std::array<std::size_t, L> hashes{};
         found_.fill(nullptr);
         for (std::size_t i = 0; i < std::min(n, L); ++i) {
