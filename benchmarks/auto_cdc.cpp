@@ -21,6 +21,11 @@
 //                  batch (SCD1: keyed upsert with a tombstone column; SCD2: a
 //                  versions table keyed by (k, start_at)); batches of 1e4
 //                  only, three repetitions (it is 30-100x slower)
+//   flowlib_one_pass, flowlib_planned
+//                  SCD2 flowlib with the one pass forced on or off, only with
+//                  FLOWLIB_BENCH_CDC_SCD2_PATHS=1 (to place
+//                  CdcSettings::scd2_one_pass_min_keys)
+// FLOWLIB_BENCH_CDC_KEYS=n1,n2,... runs those key counts instead of 1e3, 1e5, 1e6.
 //
 // Timing: batches are generated before timing; the target is pre-populated
 // (in batches of the configured size) before timing and kept across the
