@@ -2104,6 +2104,11 @@ class AutoCdc {
     }
     typename Expectations<P...>::counts_type counts;
     const auto describe = [this](const change_type& r) { return key_.describe(r); };
+    std::size_t n_changes = 4096;  // (a bound for the chunks of fresh rows)
+    if constexpr (std::ranges::sized_range<R>) {
+      n_changes = static_cast<std::size_t>(std::ranges::size(batch));
+    }
+    std::size_t fresh_rows = 0;  // rows reserved (and mapped in) but not yet inserted
 
     // One change. `e` is the key's entry when the caller found it already
     // (nullptr: look it up).
@@ -2175,7 +2180,18 @@ class AutoCdc {
       start_col<Target>::get(t) = s;
       end_col<Target>::get(t).reset();
       detail::cdc_reserve_grow(vs, vs.size() + 1);
-      store.reserve(1);
+      if constexpr (requires { store.reserve_fresh(fresh_rows); }) {
+        // The new versions' memory is mapped in a chunk at a time where the
+        // store can (see reserve_fresh): one system call per chunk instead
+        // of a page fault per page, and never more than a chunk unused.
+        if (fresh_rows == 0) {
+          fresh_rows = std::clamp<std::size_t>(n_changes, 1, 4096);
+          store.reserve_fresh(fresh_rows);
+        }
+        --fresh_rows;
+      } else {
+        store.reserve(1);
+      }
       const row_id id = store.insert(std::move(t));
       if (open) close();
       vs.push_back(id);
@@ -2194,9 +2210,6 @@ class AutoCdc {
         constexpr std::size_t L = 8, F = 4, F2 = 2, F3 = 1;
         const change_type* data = std::ranges::data(batch);
         const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-        // Most changes open a version: the rows they add are mapped in at
-        // once where the store can (at most one per change).
-        if constexpr (requires { store.reserve_fresh(n); }) store.reserve_fresh(n);
         std::array<std::size_t, L> hashes{};
         found_.fill(nullptr);
         for (std::size_t i = 0; i < std::min(n, L); ++i) {
