@@ -352,6 +352,15 @@ inline std::vector<Change> random_batch(std::mt19937& rng, bool truncates, std::
   return out;
 }
 
+/// `batch` with a change whose sequence is null inserted at a random place
+/// (R-CDC-5: the whole batch must fail and change nothing).
+inline std::vector<Change> with_null_sequence(std::mt19937& rng, std::vector<Change> batch) {
+  const auto at = std::uniform_int_distribution<std::size_t>(0, batch.size())(rng);
+  batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(at),
+               Change{1, "X", "Y", upsert, std::nullopt});
+  return batch;
+}
+
 /// Applies `batch` to `a` through `fast`, from the vector, or with `deque`
 /// from a copy in a std::deque (a forward range that is not contiguous: no
 /// read-ahead), and to `b` through `planned`, from an input-only range

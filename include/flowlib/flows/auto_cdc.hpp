@@ -1536,12 +1536,6 @@ class AutoCdc {
     bool any = false;
     for (const std::uint32_t ri : sup_keys_) {
       undo_rec& u = recs_[ri];
-      const superseded_change& last = superseded_[u.last_sup];
-      const superseded_change& before = superseded_[last.prev];
-      if (before.prev == detail::cdc_npos) {  // two
-        if (!(last.seq < before.seq) && !(before.seq < last.seq)) u.tie = any = true;
-        continue;
-      }
       sup_seqs_.clear();
       for (std::uint32_t i = u.last_sup; i != detail::cdc_npos; i = superseded_[i].prev) {
         sup_seqs_.push_back(&superseded_[i].seq);
@@ -1938,13 +1932,8 @@ class AutoCdc {
 
   template <class Store>
   void reserve_scd2(Store& store) {
-    // The keys' own arrays were grown while planning. The new versions'
-    // memory is mapped in at once where the store can (see reserve_fresh).
-    if constexpr (requires { store.reserve_fresh(inserts_); }) {
-      store.reserve_fresh(inserts_);
-    } else {
-      store.reserve(inserts_);
-    }
+    // The keys' own arrays were grown while planning.
+    detail::reserve_rows(store, inserts_);
   }
 
   /// The key's history after the batch (room was reserved while planning;
@@ -2108,7 +2097,7 @@ class AutoCdc {
     if constexpr (std::ranges::sized_range<R>) {
       n_changes = static_cast<std::size_t>(std::ranges::size(batch));
     }
-    std::size_t fresh_rows = 0;  // rows reserved (and mapped in) but not yet inserted
+    std::size_t fresh_rows = 0;  // rows reserved but not yet inserted
 
     // One change. `e` is the key's entry when the caller found it already
     // (nullptr: look it up).
@@ -2180,18 +2169,14 @@ class AutoCdc {
       start_col<Target>::get(t) = s;
       end_col<Target>::get(t).reset();
       detail::cdc_reserve_grow(vs, vs.size() + 1);
-      if constexpr (requires { store.reserve_fresh(fresh_rows); }) {
-        // The new versions' memory is mapped in a chunk at a time where the
-        // store can (see reserve_fresh): one system call per chunk instead
-        // of a page fault per page, and never more than a chunk unused.
-        if (fresh_rows == 0) {
-          fresh_rows = std::clamp<std::size_t>(n_changes, 1, 4096);
-          store.reserve_fresh(fresh_rows);
-        }
-        --fresh_rows;
-      } else {
-        store.reserve(1);
+      // Room for the new versions, a chunk at a time: where the store maps
+      // their memory in at once (reserve_rows), one system call per chunk
+      // replaces a page fault per page, and at most a chunk is left unused.
+      if (fresh_rows == 0) {
+        fresh_rows = std::clamp<std::size_t>(n_changes, 1, 4096);
+        detail::reserve_rows(store, fresh_rows);
       }
+      --fresh_rows;
       const row_id id = store.insert(std::move(t));
       if (open) close();
       vs.push_back(id);

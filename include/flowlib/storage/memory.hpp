@@ -80,6 +80,18 @@ inline void prefetch_row(const Store& s, row_id id) noexcept {
   if constexpr (requires { s.prefetch(id); }) s.prefetch(id);
 }
 
+/// Makes room in `s` for `n` inserts about to be made one at a time, with
+/// the optional hook reserve_fresh where the store has it (it may also map
+/// their memory in at once), else with reserve.
+template <class Store>
+inline void reserve_rows(Store& s, std::size_t n) {
+  if constexpr (requires { s.reserve_fresh(n); }) {
+    s.reserve_fresh(n);
+  } else {
+    s.reserve(n);
+  }
+}
+
 /// The memory store's row slots, addressed by row id.
 ///   - Slots live in segments of geometrically growing size (64, 128, 256,
 ///     ... slots), each allocated on a cache-line boundary (a row whose size
