@@ -709,3 +709,93 @@ TEST_CASE_TEMPLATE("R-CDC-1: a calendar date is a key column", Storage, FLOWTEST
   CHECK(t.sorted_rows() == std::vector<Day>{{a, "closed"}});
   CHECK(flow.tombstone_count() == 1);
 }
+
+namespace fragile_cdc {
+// A value whose copy throws once a shared countdown reaches zero: a column
+// whose assignment fails part way through a batch (as an allocation can).
+struct Fragile {
+  static inline int copies_left = -1;  // below zero: never throws
+  int v = 0;
+  Fragile() = default;
+  explicit Fragile(int x) : v(x) {}
+  Fragile(const Fragile& o) : v(o.v) { tick(); }
+  Fragile& operator=(const Fragile& o) {
+    tick();
+    v = o.v;
+    return *this;
+  }
+  Fragile(Fragile&&) noexcept = default;
+  Fragile& operator=(Fragile&&) noexcept = default;
+  friend auto operator<=>(const Fragile&, const Fragile&) = default;
+  static void tick() {
+    if (copies_left >= 0 && copies_left-- == 0) throw std::runtime_error("copy failed");
+  }
+};
+struct Change {
+  std::int64_t key;
+  std::optional<std::string> note;
+  Fragile value;  // after `note`: a failing row write has already changed `note`
+  bool del;
+  std::int64_t seq;
+};
+FLOWLIB_SCHEMA(Change, key, note, value, del, seq);
+struct Row {
+  std::int64_t key;
+  std::optional<std::string> note;
+  Fragile value;
+  friend auto operator<=>(const Row&, const Row&) = default;
+};
+FLOWLIB_SCHEMA(Row, key, note, value);
+struct IsDelete {
+  bool operator()(const Change& c) const { return c.del; }
+};
+}  // namespace fragile_cdc
+
+TEST_CASE_TEMPLATE("R-CDC-5: a row write failing anywhere in a batch changes nothing (SCD1)", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  using fragile_cdc::Change;
+  using fragile_cdc::Fragile;
+  using fragile_cdc::Row;
+  using Flow = fl::AutoCdc<fl::Key<&Change::key>, fl::Seq<&Change::seq>, fl::Scd1,
+                           fl::apply_as_deletes<fragile_cdc::IsDelete>,
+                           fl::except_column_list<"del", "seq">>;
+  const auto F = [](int v) { return Fragile{v}; };
+  fl::StreamingTable<Row, Storage> t{"t"};
+  Flow flow{"fragile_cdc"};
+  flow.apply(t, std::vector<Change>{{1, "a", F(1), false, 1},
+                                    {2, "b", F(2), false, 1},
+                                    {3, "c", F(3), false, 1},
+                                    {4, "d", F(4), false, 1}});
+  // Keys changed several times (a key's later upserts are written once the
+  // whole batch has passed), a delete and re-insert of a stored key, a new
+  // key, and a late change.
+  const std::vector<Change> batch{
+      {1, "a5", F(15), false, 5}, {2, "b5", F(25), false, 5}, {1, "a6", F(16), false, 6},
+      {3, std::nullopt, F(0), true, 5}, {1, "a7", F(17), false, 7}, {3, "c6", F(36), false, 6},
+      {5, "e2", F(52), false, 2}, {3, "c7", F(37), false, 7}, {5, "e3", F(53), false, 3},
+      {2, "b4", F(24), false, 4}, {1, "a8", F(18), false, 8}};
+  const std::vector<Row> before = t.sorted_rows();
+  int fail_at = 0;
+  for (;; ++fail_at) {
+    INFO("the copy that fails: " << fail_at);
+    Fragile::copies_left = fail_at;
+    bool failed = false;
+    try {
+      flow.apply(t, batch);
+    } catch (const std::runtime_error& e) {
+      failed = true;
+      CHECK(std::string(e.what()) == "copy failed");
+    }
+    Fragile::copies_left = -1;
+    if (!failed) break;
+    REQUIRE(t.sorted_rows() == before);
+    REQUIRE(flow.key_count() == 4);
+    REQUIRE(flow.tombstone_count() == 0);
+  }
+  CHECK(fail_at >= 6);  // one write per key changed: 1, 2, 3 and 5 (the new key: two)
+  CHECK(t.sorted_rows() == std::vector<Row>{{1, "a8", F(18)},
+                                            {2, "b5", F(25)},
+                                            {3, "c7", F(37)},
+                                            {4, "d", F(4)},
+                                            {5, "e3", F(53)}});
+}

@@ -1176,8 +1176,11 @@ class AutoCdc {
   // within the batch does not change the outcome (R-CDC-1). It stays
   // all-or-nothing through an undo record per key touched: the key's first
   // applied change copies its entry and moves the stored row's values aside
-  // before overwriting them; a delete parks the stored row (it is erased
-  // only once every change has passed); on any error the records restore
+  // before overwriting them; a later upsert of the key into a row that
+  // exists is only noted, and the last one noted is written once every
+  // change has passed (a key changed many times costs one write); a delete
+  // parks the stored row (it is erased only once every change has passed,
+  // and clears a noted upsert); on any error the records restore
   // every key, erase the rows the pass inserted and leave the store as it
   // was. The metrics are those of the planned path, which applies a key's
   // changes in sequence order: a key whose changes arrived out of order in
@@ -1212,14 +1215,20 @@ class AutoCdc {
     const change_type* src;   // a change of the key: finds its entry again
     scd1_entry old;           // the entry before the pass (when `existed`)
     std::uint32_t saved;      // target scratch row with the stored row's values, or cdc_npos
-    bool existed;             // the key had an entry
-    bool have;                // ... whose sequence counts (not a collected tombstone)
-    bool tomb;                // the key is a tombstone now
-    bool parked;              // its stored row is deleted, erased at the end
-    bool tie;                 // recount: a change below the key's batch maximum ties
+    // (Bit-fields keep the record in one cache line for an int64 sequence.)
+    bool existed : 1;         // the key had an entry
+    bool have : 1;            // ... whose sequence counts (not a collected tombstone)
+    bool tomb : 1;            // the key is a tombstone now
+    bool parked : 1;          // its stored row is deleted, erased at the end
+    bool tie : 1;             // recount: a change below the key's batch maximum ties
     std::uint32_t last_log;   // the key's latest change in log_
     std::uint32_t last_max;   // ... that was not superseded (pass_log::none: none)
     std::uint32_t last_sup;   // the key's latest superseded change in superseded_, or cdc_npos
+    std::uint32_t due;        // the key's pending write in due_, or cdc_npos
+  };
+  struct due_write {          // an upsert written once the pass is through
+    const change_type* change;  // null: cancelled by a later delete
+    row_id row;
   };
   struct superseded_change {  // a change that arrived below its key's batch maximum
     sequence_type seq;
@@ -1279,6 +1288,7 @@ class AutoCdc {
     bool ties = false;  // some key's metrics need recounting
     superseded_.clear();
     sup_keys_.clear();
+    due_.clear();
     typename Expectations<P...>::counts_type counts;
     const auto describe = [this](const change_type& r) { return key_.describe(r); };
 
@@ -1329,11 +1339,11 @@ class AutoCdc {
         const auto ri = static_cast<std::uint32_t>(recs_.size());
         if (e != nullptr) {
           recs_.push_back({&r, *e, detail::cdc_npos, true, have, e->row == no_row, false, false,
-                           detail::cdc_npos, pass_log::none, detail::cdc_npos});
+                           detail::cdc_npos, pass_log::none, detail::cdc_npos, detail::cdc_npos});
         } else {
           key_type k = key_(r);
           recs_.push_back({&r, scd1_entry{}, detail::cdc_npos, false, false, false, false, false,
-                           detail::cdc_npos, pass_log::none, detail::cdc_npos});
+                           detail::cdc_npos, pass_log::none, detail::cdc_npos, detail::cdc_npos});
           const std::size_t cap = index_.capacity();
           scd1_entry fresh{};
           fresh.seq = s;
@@ -1382,6 +1392,7 @@ class AutoCdc {
 
       e->seq = s;
       if (o == op::remove) {
+        if (u->due != detail::cdc_npos) due_[u->due].change = nullptr;
         if (e->row != no_row) {
           if (u->existed && e->row == u->old.row) {
             u->parked = true;  // erased once the pass has succeeded
@@ -1406,7 +1417,14 @@ class AutoCdc {
           ts.rows[slot] = std::move(t);
           u->saved = slot;
         }
-        mapping<Target>::assign(t, r);
+        if (first) {
+          mapping<Target>::assign(t, r);
+        } else if (u->due == detail::cdc_npos) {  // written once the pass is through
+          u->due = static_cast<std::uint32_t>(due_.size());
+          due_.push_back({&r, e->row});
+        } else {
+          due_[u->due] = {&r, e->row};
+        }
       } else {
         store.reserve(1);
         Target t{};
@@ -1444,9 +1462,14 @@ class AutoCdc {
           scd1_entry* e = found_[i % F];
           if (i + 2 * L < n) prefetch_change(data[i + 2 * L]);
           if (i + F2 < n) {
+            // (A key this pass touched already has its row cached; its
+            // later upserts are not written until the end anyway.)
             if (const scd1_entry* a = found_[(i + F2) % F]) {
-              if (a->row != no_row) detail::prefetch_row(store, a->row);
-              if (a->pass == pass_) detail::cdc_prefetch(&recs_[a->rec]);
+              if (a->pass == pass_) {
+                detail::cdc_prefetch(&recs_[a->rec]);
+              } else if (a->row != no_row) {
+                detail::prefetch_row(store, a->row);
+              }
             }
           }
           if (i + F < n) {
@@ -1475,6 +1498,7 @@ class AutoCdc {
         }
       }
       if (complete) {
+        write_due(store);
         if (!sup_keys_.empty() && find_superseded_ties()) ties = true;
         if (ties) recount_ties(stats);
         if (gc) {
@@ -1499,6 +1523,22 @@ class AutoCdc {
     tombstones_ = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(tombstones_) + tomb_delta);
     if (gc) collect_tombstones();
     return true;
+  }
+
+  /// Writes each key's last pending upsert (see apply_one_pass). The
+  /// stored rows' values are already aside.
+  template <class Store>
+  void write_due(Store& store) {
+    using Target = std::remove_cvref_t<decltype(store.get(row_id{}))>;
+    constexpr std::size_t ahead = 8;  // rows and changes are cold in a large batch
+    const std::size_t n = due_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + ahead < n && due_[i + ahead].change != nullptr) {
+        detail::prefetch_row(store, due_[i + ahead].row);
+        prefetch_change(*due_[i + ahead].change);
+      }
+      if (due_[i].change != nullptr) mapping<Target>::assign(store.get(due_[i].row), *due_[i].change);
+    }
   }
 
   /// Restores every key the pass touched (see apply_one_pass).
@@ -2315,6 +2355,7 @@ class AutoCdc {
   std::vector<pass_log> log_;         // per change applied, in source order
   std::vector<superseded_change> superseded_;  // chained per key (undo_rec::last_sup)
   std::vector<std::uint32_t> sup_keys_;         // records of keys with two or more of them
+  std::vector<due_write> due_;                  // one per key with an upsert not written yet
   std::vector<const sequence_type*> sup_seqs_;  // find_superseded_ties: one key's
   std::vector<std::pair<sequence_type, std::uint32_t>> by_seq_;  // recount_ties
   std::array<entry*, 4> found_{};  // read-ahead: the entries of the next rows
