@@ -276,6 +276,38 @@ void cdc_reserve_grow(V& v, std::size_t n) {
   if (n > v.capacity()) v.reserve(std::max(n, 2 * v.capacity()));
 }
 
+/// std::upper_bound over the sorted [first, last), searched from the back:
+/// 1, 2, 4, ... elements back from `last` until one not above `value`, then
+/// by bisection within that step. O(log d) probes, d the answer's distance
+/// from the end: a late change usually falls among its key's last versions,
+/// and each probe may be a cache miss.
+template <std::random_access_iterator It, class T, class Comp>
+It upper_bound_from_back(It first, It last, const T& value, Comp comp) {
+  It hi = last;  // [hi, last) is above value
+  std::iter_difference_t<It> step = 1;
+  while (hi != first) {
+    const It probe = hi - std::min(step, hi - first);
+    if (!comp(value, *probe)) return std::upper_bound(probe + 1, hi, value, comp);
+    hi = probe;
+    step *= 2;
+  }
+  return first;
+}
+
+/// std::lower_bound, searched from the back as upper_bound_from_back.
+template <std::random_access_iterator It, class T, class Comp>
+It lower_bound_from_back(It first, It last, const T& value, Comp comp) {
+  It hi = last;  // [hi, last) is not below value
+  std::iter_difference_t<It> step = 1;
+  while (hi != first) {
+    const It probe = hi - std::min(step, hi - first);
+    if (comp(*probe, value)) return std::lower_bound(probe + 1, hi, value, comp);
+    hi = probe;
+    step *= 2;
+  }
+  return first;
+}
+
 }  // namespace detail
 
 /// @brief AUTO CDC: applies a change feed to a target table (SCD type 1 or 2).
@@ -1766,7 +1798,7 @@ class AutoCdc {
         // opening one are merged with the new ones (a new change replaces
         // a stored one of equal sequence: a tie, R-CDC-5).
         const auto& vs = hit->versions;
-        const auto after = std::upper_bound(
+        const auto after = detail::upper_bound_from_back(
             vs.begin(), vs.end(), first, [&](const sequence_type& s, row_id id) {
               return s < start_col<Target>::get(store.get(id));
             });
@@ -1777,7 +1809,7 @@ class AutoCdc {
           const auto v = static_cast<std::size_t>(after - vs.begin()) - 1;
           const sequence_type& start = start_col<Target>::get(store.get(vs[v]));
           i = static_cast<std::size_t>(
-              std::lower_bound(hist->begin(), hist->end(), start,
+              detail::lower_bound_from_back(hist->begin(), hist->end(), start,
                                [](const event& ev, const sequence_type& s) { return ev.seq < s; }) -
               hist->begin());
           plan.from = static_cast<std::uint32_t>(v);
