@@ -887,10 +887,7 @@ std::optional<std::vector<std::int64_t>> keys_from_env() {
 /// FLOWLIB_BENCH_CDC_SCD2_PATHS=1: SCD2 also runs flowlib with the one pass
 /// forced on (flowlib_one_pass) and off (flowlib_planned), to place
 /// CdcSettings::scd2_one_pass_min_keys on this machine.
-bool scd2_paths_from_env() {
-  const char* v = std::getenv("FLOWLIB_BENCH_CDC_SCD2_PATHS");
-  return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
-}
+bool scd2_paths_from_env() { return fb::env_flag("FLOWLIB_BENCH_CDC_SCD2_PATHS"); }
 
 std::vector<config> configs() {
   std::vector<config> out;

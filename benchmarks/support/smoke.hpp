@@ -13,11 +13,15 @@
 
 namespace flowlib_bench {
 
-/// True when FLOWLIB_BENCH_SMOKE is set to a value other than "" or "0".
-inline bool smoke_mode() {
-  const char* v = std::getenv("FLOWLIB_BENCH_SMOKE");
+/// True when the environment variable `name` is set to a value other than
+/// "" or "0".
+inline bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
   return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
 }
+
+/// True when FLOWLIB_BENCH_SMOKE is set (see env_flag).
+inline bool smoke_mode() { return env_flag("FLOWLIB_BENCH_SMOKE"); }
 
 /// Exits with status 1 and `what` on stderr unless `ok`.
 inline void require(bool ok, std::string_view what) {

@@ -277,32 +277,18 @@ void cdc_reserve_grow(V& v, std::size_t n) {
   if (n > v.capacity()) v.reserve(std::max(n, 2 * v.capacity()));
 }
 
-/// std::upper_bound over the sorted [first, last), searched from the back:
-/// 1, 2, 4, ... elements back from `last` until one not above `value`, then
-/// by bisection within that step. O(log d) probes, d the answer's distance
-/// from the end: a late change usually falls among its key's last versions,
-/// and each probe may be a cache miss.
-template <std::random_access_iterator It, class T, class Comp>
-It upper_bound_from_back(It first, It last, const T& value, Comp comp) {
-  It hi = last;  // [hi, last) is above value
+/// std::partition_point over [first, last) (pred holds on a prefix),
+/// searched from the back: 1, 2, 4, ... elements back from `last` until one
+/// where pred holds, then by bisection within that step. O(log d) probes, d
+/// the answer's distance from the end: a late change usually falls among
+/// its key's last versions, and each probe may be a cache miss.
+template <std::random_access_iterator It, class Pred>
+It partition_point_from_back(It first, It last, Pred pred) {
+  It hi = last;  // pred fails on [hi, last)
   std::iter_difference_t<It> step = 1;
   while (hi != first) {
     const It probe = hi - std::min(step, hi - first);
-    if (!comp(value, *probe)) return std::upper_bound(probe + 1, hi, value, comp);
-    hi = probe;
-    step *= 2;
-  }
-  return first;
-}
-
-/// std::lower_bound, searched from the back as upper_bound_from_back.
-template <std::random_access_iterator It, class T, class Comp>
-It lower_bound_from_back(It first, It last, const T& value, Comp comp) {
-  It hi = last;  // [hi, last) is not below value
-  std::iter_difference_t<It> step = 1;
-  while (hi != first) {
-    const It probe = hi - std::min(step, hi - first);
-    if (comp(*probe, value)) return std::lower_bound(probe + 1, hi, value, comp);
+    if (pred(*probe)) return std::partition_point(probe + 1, hi, pred);
     hi = probe;
     step *= 2;
   }
@@ -1799,10 +1785,9 @@ class AutoCdc {
         // opening one are merged with the new ones (a new change replaces
         // a stored one of equal sequence: a tie, R-CDC-5).
         const auto& vs = hit->versions;
-        const auto after = detail::upper_bound_from_back(
-            vs.begin(), vs.end(), first, [&](const sequence_type& s, row_id id) {
-              return s < start_col<Target>::get(store.get(id));
-            });
+        const auto after = detail::partition_point_from_back(  // the first starting after it
+            vs.begin(), vs.end(),
+            [&](row_id id) { return !(first < start_col<Target>::get(store.get(id))); });
         std::uint32_t cur = detail::cdc_npos;
         std::size_t i = 0;
         plan.from = 0;
@@ -1810,8 +1795,8 @@ class AutoCdc {
           const auto v = static_cast<std::size_t>(after - vs.begin()) - 1;
           const sequence_type& start = start_col<Target>::get(store.get(vs[v]));
           i = static_cast<std::size_t>(
-              detail::lower_bound_from_back(hist->begin(), hist->end(), start,
-                               [](const event& ev, const sequence_type& s) { return ev.seq < s; }) -
+              detail::partition_point_from_back(hist->begin(), hist->end(),
+                                                [&](const event& ev) { return ev.seq < start; }) -
               hist->begin());
           plan.from = static_cast<std::uint32_t>(v);
           if (v > 0) {
