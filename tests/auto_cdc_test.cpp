@@ -213,6 +213,76 @@ TEST_CASE_TEMPLATE("R-CDC-4: SCD2 late changes split versions and fix both neigh
                                                     {1, "A", "Z", 30, {}}});
 }
 
+TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes that opened or closed no version",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  // A key's history keeps only the changes its versions do not show (an
+  // upsert with the open version's values, a delete with none open); late
+  // changes are placed among both kinds, in the planned path and the one pass.
+  fl::CdcSettings one_pass;
+  one_pass.scd2_one_pass_min_keys = 0;  // however few keys
+  for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
+    fl::StreamingTable<UserHistory, Storage> t{"h"};
+    Scd2Flow flow{"late_among_kept", settings};
+    const auto apply = [&](Change c) {
+      return flow.apply(t, std::vector<Change>{std::move(c)});
+    };
+    apply({1, "A", "X", "INSERT", 10});
+    apply({1, "A", "X", "UPDATE", 20});  // the same values: opens nothing
+    apply({1, {}, {}, "DELETE", 30});
+    apply({1, {}, {}, "DELETE", 40});    // nothing open: closes nothing
+    apply({1, "B", "Y", "INSERT", 50});
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 30}, {1, "B", "Y", 50, {}}});
+    // Before the upsert that opened nothing: that one now reopens (A, X).
+    apply({1, "C", "Z", "UPDATE", 15});
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
+                                                      {1, "A", "X", 20, 30},
+                                                      {1, "B", "Y", 50, {}},
+                                                      {1, "C", "Z", 15, 20}});
+    // After the delete that closed nothing: it stays without effect.
+    apply({1, "D", "W", "UPDATE", 45});
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
+                                                      {1, "A", "X", 20, 30},
+                                                      {1, "B", "Y", 50, {}},
+                                                      {1, "C", "Z", 15, 20},
+                                                      {1, "D", "W", 45, 50}});
+    // A late delete inside a version closed by an upsert.
+    apply({1, {}, {}, "DELETE", 47});
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
+                                                      {1, "A", "X", 20, 30},
+                                                      {1, "B", "Y", 50, {}},
+                                                      {1, "C", "Z", 15, 20},
+                                                      {1, "D", "W", 45, 47}});
+    // Ties, the later change winning: with the delete that closed nothing,
+    // then with a delete that closed a version.
+    CHECK(apply({1, "E", "E", "UPDATE", 40}).tied_rows == 1);
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
+                                                      {1, "A", "X", 20, 30},
+                                                      {1, "B", "Y", 50, {}},
+                                                      {1, "C", "Z", 15, 20},
+                                                      {1, "D", "W", 45, 47},
+                                                      {1, "E", "E", 40, 45}});
+    CHECK(apply({1, "F", "F", "UPDATE", 30}).tied_rows == 1);
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
+                                                      {1, "A", "X", 20, 30},
+                                                      {1, "B", "Y", 50, {}},
+                                                      {1, "C", "Z", 15, 20},
+                                                      {1, "D", "W", 45, 47},
+                                                      {1, "E", "E", 40, 45},
+                                                      {1, "F", "F", 30, 40}});
+    // In order again, then a tie with the upsert that opened the last version.
+    apply({1, "B", "Y", "UPDATE", 60});  // the same values: opens nothing
+    CHECK(apply({1, "G", "G", "UPDATE", 50}).tied_rows == 1);
+    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
+                                                      {1, "A", "X", 20, 30},
+                                                      {1, "B", "Y", 60, {}},
+                                                      {1, "C", "Z", 15, 20},
+                                                      {1, "D", "W", 45, 47},
+                                                      {1, "E", "E", 40, 45},
+                                                      {1, "F", "F", 30, 40},
+                                                      {1, "G", "G", 50, 60}});
+  }
+}
+
 TEST_CASE_TEMPLATE("R-CDC-4: SCD2 identical tracked values open no version; untracked update in place",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<UserHistory, Storage> t{"h"};

@@ -486,12 +486,19 @@ class AutoCdc {
   };
   // SCD2 keeps every change of a key, to re-derive its versions when a late
   // change arrives. When every selected column is tracked and none ignores
-  // nulls, an upsert's values are exactly those of the version open right
-  // after it, so the history refers to that version (its index among the
-  // key's versions) instead of holding a copy of the change: 16 bytes per
-  // change for an int64 sequence instead of a whole row, and a key's first
-  // change is kept inline. strict_sequence keeps copies, because a tie is
-  // checked against every column of the stored change.
+  // nulls (compact_history), the versions themselves show most changes:
+  // each version was opened by an upsert at its __START_AT with its values,
+  // and one that ends where no version starts was closed by a delete at its
+  // __END_AT (an upsert that closes a version opens the next at its own
+  // sequence). The history then keeps only the other changes, those that
+  // opened or closed no version (an upsert with the open version's values, a
+  // delete with none open), each referring to the version holding its
+  // values (its index among the key's versions): 16 bytes for an int64
+  // sequence, the first one inline. Most keys keep none, so a change in
+  // order reads and writes no history (a miss saved per change on a target
+  // larger than the cache), and the history's memory is that of the changes
+  // the versions do not show. strict_sequence keeps a copy of every change,
+  // because a tie is checked against every column of the stored change.
   static constexpr bool compact_history =
       is_scd2 && opts::ignore_mode == 0 && opts::scd::track_mode == 0 && !opts::strict &&
       std::is_nothrow_move_constructible_v<sequence_type> &&
@@ -517,7 +524,9 @@ class AutoCdc {
   };
   struct no_pass_mark {};
   struct scd2_entry : std::conditional_t<compact_history, pass_mark, no_pass_mark> {
-    history_type history;  // every change of the key, by sequence (ties replaced)
+    // The key's changes by sequence (ties replaced); with a compact history,
+    // only those its versions do not show.
+    history_type history;
     // The key's target rows, by __START_AT. Up to four are held in the
     // entry itself (the size of a std::vector): most keys have few
     // versions, and a key touched then costs no allocation and no miss on
@@ -1222,7 +1231,7 @@ class AutoCdc {
       };
 
   // SCD2 in one pass: with a compact history, where every change of a key
-  // that follows all of its kept ones is applied straight into the target.
+  // that follows all of its stored ones is applied straight into the target.
   template <class Store, class Target, class R>
   static constexpr bool one_pass_scd2 =
       compact_history && close_in_place<Store, Target> && std::ranges::forward_range<R> &&
@@ -1716,18 +1725,23 @@ class AutoCdc {
                      detail::cdc_npos, true,
                      static_cast<std::uint32_t>(tail_.size()), 0};
       const history_type* hist = hit ? &hit->history : nullptr;
-      // Compact history: the event of a change the walk just applied; an
+      // Compact history: keeps a change the walk just applied unless the
+      // versions show it (`visible`: it opened or closed a version); an
       // upsert refers to the version now open (derived rows map one to one,
       // in order, onto the key's versions from plan.from on).
-      const auto record = [&](const sequence_type& s, bool remove, std::uint32_t cur) {
+      const auto record = [&](const sequence_type& s, bool remove, std::uint32_t cur,
+                              bool visible) {
         if constexpr (compact_history) {
-          tail_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+          if (!visible) {
+            tail_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+          }
         } else {
-          (void)s, (void)remove, (void)cur;
+          (void)s, (void)remove, (void)cur, (void)visible;
         }
       };
       const sequence_type& first = seqs_[order_[b]];
-      plan.append = hist == nullptr || hist->empty() || hist->back().seq < first;
+      const sequence_type* latest = hit ? latest_seq(store, *hit) : nullptr;
+      plan.append = latest == nullptr || *latest < first;
       plan.v_begin = static_cast<std::uint32_t>(ts.used);
       if (plan.append) {
         plan.ev_from = hist ? static_cast<std::uint32_t>(hist->size()) : 0;
@@ -1746,7 +1760,7 @@ class AutoCdc {
             // copied into scratch and written back whole.
             if (ops_[c] == op::remove) {
               plan.close = c;
-              record(seqs_[c], true, cur);
+              record(seqs_[c], true, cur, true);
               k = b + 1;
             } else if constexpr (opts::ignore_mode == 0) {
               cur = ts.alloc();
@@ -1754,13 +1768,14 @@ class AutoCdc {
               M::assign(t, sc.row(c));
               start_col<Target>::get(t) = seqs_[c];
               end_col<Target>::get(t).reset();
-              if (M::tracked_equal(stored, t)) {  // updated in place, keeping its start
+              const bool opens = !M::tracked_equal(stored, t);
+              if (opens) {
+                plan.close = c;
+              } else {  // updated in place, keeping its start
                 start_col<Target>::get(t) = start_col<Target>::get(stored);
                 --plan.from;
-              } else {
-                plan.close = c;
               }
-              record(seqs_[c], false, cur);
+              record(seqs_[c], false, cur, opens);
               k = b + 1;
             }
           }
@@ -1772,8 +1787,8 @@ class AutoCdc {
         }
         for (; k < e; ++k) {
           const std::uint32_t c = order_[k];
-          walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.row(c));
-          record(seqs_[c], ops_[c] == op::remove, cur);
+          const bool remove = ops_[c] == op::remove;
+          record(seqs_[c], remove, cur, walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
         }
       } else {
         // A late change: re-derive the key's history from the last version
@@ -1783,13 +1798,16 @@ class AutoCdc {
         // still open then (it ends where this one starts; no change
         // between them), else no open version. Changes at or after the
         // opening one are merged with the new ones (a new change replaces
-        // a stored one of equal sequence: a tie, R-CDC-5).
+        // a stored one of equal sequence: a tie, R-CDC-5). With a compact
+        // history the stored changes are the kept ones merged with those
+        // the versions show (see compact_history), from that version on.
         const auto& vs = hit->versions;
         const auto after = detail::partition_point_from_back(  // the first starting after it
             vs.begin(), vs.end(),
             [&](row_id id) { return !(first < start_col<Target>::get(store.get(id))); });
         std::uint32_t cur = detail::cdc_npos;
         std::size_t i = 0;
+        std::size_t w = 0;  // compact history: the version whose changes are shown next
         plan.from = 0;
         if (after != vs.begin()) {
           const auto v = static_cast<std::size_t>(after - vs.begin()) - 1;
@@ -1798,6 +1816,7 @@ class AutoCdc {
               detail::partition_point_from_back(hist->begin(), hist->end(),
                                                 [&](const event& ev) { return ev.seq < start; }) -
               hist->begin());
+          w = v;
           plan.from = static_cast<std::uint32_t>(v);
           if (v > 0) {
             const Target& prev = store.get(vs[v - 1]);
@@ -1811,44 +1830,75 @@ class AutoCdc {
           }
         }
         plan.ev_from = static_cast<std::uint32_t>(i);
+        bool w_closed = false;  // ... its opening (false) or its closing delete (true)
         std::uint32_t k = b;
-        while (i < hist->size() || k < e) {
-          const event* old = i < hist->size() ? &(*hist)[i] : nullptr;
+        for (;;) {
+          // The next stored change: hist[i], or one the versions show.
+          const sequence_type* os = i < hist->size() ? &(*hist)[i].seq : nullptr;
+          bool oremove = os != nullptr && (*hist)[i].remove;
+          bool shown = false;
+          if constexpr (compact_history) {
+            if (const sequence_type* d = shown_change(store, vs, w, w_closed);
+                d != nullptr && (os == nullptr || *d < *os)) {
+              os = d;
+              oremove = w_closed;
+              shown = true;
+            }
+          }
           const std::uint32_t c = k < e ? order_[k] : detail::cdc_npos;
-          if (c != detail::cdc_npos && (old == nullptr || !(old->seq < seqs_[c]))) {
-            if (old != nullptr && !(seqs_[c] < old->seq)) {  // tie with a stored change
+          if (os == nullptr && c == detail::cdc_npos) break;
+          // Past the stored change (replayed or replaced).
+          const auto next_stored = [&] {
+            if (!shown) {
+              ++i;
+            } else if (w_closed) {
+              ++w;
+              w_closed = false;
+            } else {
+              w_closed = true;
+            }
+          };
+          if (c != detail::cdc_npos && (os == nullptr || !(*os < seqs_[c]))) {
+            if (os != nullptr && !(seqs_[c] < *os)) {  // tie with a stored change
               ++stats.tied_rows;
               if constexpr (compact_history) {
                 // A change the one-pass apply of this batch applied: a tie
                 // within the batch, whose loser the planned path never counts.
-                if (fixing_pass_ties_ && hit->pass == pass_ && i >= recs2_[hit->rec].hist_size) {
-                  ++pass_tie_fix_[old->remove ? 1 : 0];
+                if (fixing_pass_ties_ && hit->pass == pass_) {
+                  const undo_rec2& u = recs2_[hit->rec];
+                  const bool by_pass =
+                      shown ? w >= u.vers_size || (oremove && u.closed && w + 1 == u.vers_size)
+                            : i >= u.hist_size;
+                  if (by_pass) ++pass_tie_fix_[oremove ? 1 : 0];
                 }
               }
               if constexpr (opts::strict) {
-                if (!same_change(old->remove ? op::remove : op::upsert, old->row, ops_[c],
+                const event& old = (*hist)[i];
+                if (!same_change(old.remove ? op::remove : op::upsert, old.row, ops_[c],
                                  sc.row(c))) {
                   throw_tie(sc.row(c), "as a stored change");
                 }
               }
               if constexpr (!compact_history) reps_.push_back({static_cast<std::uint32_t>(i), c});
-              ++i;
+              next_stored();
             }
-            walk_step<Target>(ts, cur, seqs_[c], ops_[c] == op::remove, sc.row(c));
-            record(seqs_[c], ops_[c] == op::remove, cur);
+            const bool remove = ops_[c] == op::remove;
+            record(seqs_[c], remove, cur, walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
             ++k;
           } else {
             if constexpr (compact_history) {
-              if (old->remove) {
-                walk_delete<Target>(ts, cur, old->seq);
+              bool visible;
+              if (oremove) {
+                visible = walk_delete<Target>(ts, cur, *os);
               } else {
-                walk_upsert<Target>(ts, cur, old->seq, store.get(vs[old->version]));
+                const std::size_t holder = shown ? w : (*hist)[i].version;
+                visible = walk_upsert<Target>(ts, cur, *os, store.get(vs[holder]));
               }
-              record(old->seq, old->remove, cur);
+              record(*os, oremove, cur, visible);
             } else {
-              walk_step<Target>(ts, cur, old->seq, old->remove, old->row);
+              walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row);
             }
-            ++i;
+            next_stored();
           }
         }
       }
@@ -1858,21 +1908,23 @@ class AutoCdc {
       // Room for the commit, made while the entry is in cache (growing a
       // capacity changes no state, so it may happen before a later error).
       const std::size_t derived = plan.v_end - plan.v_begin;
-      // Staged by reference, ties are appended too before they replace the
-      // stored events (copy_events_scd2).
-      const std::size_t events =
-          compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin) - plan.hist_size
-                          : (plan.ev_end - plan.ev_begin) -
+      // The history's size after the commit (a compact one may shrink: a
+      // kept change can come to open or close a version). Staged by
+      // reference, ties are appended too before they replace the stored
+      // events (copy_events_scd2).
+      const std::size_t hist_after =
+          compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin)
+                          : plan.hist_size + (plan.ev_end - plan.ev_begin) -
                                 (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
       if (hit == nullptr) {
         new_keys_.push_back(key_(sc.row(grp.head)));
         scd2_entry fresh;
-        fresh.history.reserve(events);
+        fresh.history.reserve(hist_after);
         fresh.versions.reserve(derived);
         fresh_.push_back(std::move(fresh));
         inserts_ += derived;
       } else {
-        detail::cdc_reserve_grow(hit->history, hit->history.size() + events);
+        detail::cdc_reserve_grow(hit->history, hist_after);
         detail::cdc_reserve_grow(hit->versions, plan.from + derived);
         if (plan.from + derived > hit->versions.size()) {
           inserts_ += plan.from + derived - hit->versions.size();
@@ -1882,30 +1934,66 @@ class AutoCdc {
     }
   }
 
-  // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
-  // (a scratch row) or cdc_npos; new versions are appended to the scratch rows.
-  template <class Target>
-  void walk_step(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
-                 const sequence_type& s, bool remove, const change_type& row) {
-    if (remove) {
-      walk_delete<Target>(ts, cur, s);
-    } else {
-      walk_upsert<Target>(ts, cur, s, row);
+  /// The highest sequence among a key's stored changes (compact history:
+  /// those kept and those its versions show), or nullptr if it has none.
+  template <class Store>
+  const sequence_type* latest_seq(const Store& store, const scd2_entry& e) const noexcept {
+    using Target = typename Store::row_type;
+    const sequence_type* m = e.history.empty() ? nullptr : &e.history.back().seq;
+    if constexpr (compact_history) {
+      if (!e.versions.empty()) {  // its last version's end, or its start while open
+        const Target& last = store.get(e.versions.back());
+        const auto& end = end_col<Target>::get(last);
+        const sequence_type* v = end.has_value() ? &*end : &start_col<Target>::get(last);
+        if (m == nullptr || *m < *v) m = v;
+      }
     }
+    return m;
   }
-  /// A delete closes the current version.
-  template <class Target>
-  static void walk_delete(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
-                          const sequence_type& s) {
-    if (cur != detail::cdc_npos) {
-      end_col<Target>::get(ts.rows[cur]) = s;
-      cur = detail::cdc_npos;
+
+  /// Compact history: the sequence of the next change the versions show,
+  /// from version w on (its opening upsert, or with `closed` the delete that
+  /// closed it), or nullptr past the last; advances w and `closed` to it. A
+  /// version a delete closed is one that ends where no version starts (an
+  /// upsert that closes a version opens the next at its own sequence).
+  template <class Store, class Versions>
+  static const sequence_type* shown_change(const Store& store, const Versions& vs,
+                                           std::size_t& w, bool& closed) noexcept {
+    using Target = typename Store::row_type;
+    for (; w < vs.size(); ++w, closed = false) {
+      const Target& row = store.get(vs[w]);
+      if (!closed) return &start_col<Target>::get(row);
+      const auto& end = end_col<Target>::get(row);
+      if (!end.has_value()) continue;
+      if (w + 1 == vs.size()) return &*end;
+      const sequence_type& next = start_col<Target>::get(store.get(vs[w + 1]));
+      if (next < *end || *end < next) return &*end;
     }
+    return nullptr;
+  }
+
+  // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
+  // (a scratch row) or cdc_npos; new versions are appended to the scratch
+  // rows. Returns whether the versions show the change (see compact_history).
+  template <class Target>
+  bool walk_step(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                 const sequence_type& s, bool remove, const change_type& row) {
+    if (remove) return walk_delete<Target>(ts, cur, s);
+    return walk_upsert<Target>(ts, cur, s, row);
+  }
+  /// A delete closes the current version. Returns whether there was one.
+  template <class Target>
+  static bool walk_delete(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                          const sequence_type& s) {
+    if (cur == detail::cdc_npos) return false;
+    end_col<Target>::get(ts.rows[cur]) = s;
+    cur = detail::cdc_npos;
+    return true;
   }
   /// An upsert whose values are a change row, or (compact history) those of
-  /// a stored version.
+  /// a stored version. Returns whether it opened a version.
   template <class Target, class Values>
-  void walk_upsert(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+  bool walk_upsert(detail::cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                    const sequence_type& s, const Values& values) {
     using M = mapping<Target>;
     const bool open = cur != detail::cdc_npos;
@@ -1926,10 +2014,11 @@ class AutoCdc {
       start_col<Target>::get(t) = start_col<Target>::get(ts.rows[cur]);
       std::swap(ts.rows[cur], t);
       --ts.used;  // cand was the last slot
-      return;
+      return false;
     }
     if (open) end_col<Target>::get(ts.rows[cur]) = s;  // closes the current version
     cur = cand;
+    return true;
   }
 
   /// A batch staged by reference: appends a copy of every new change
@@ -2111,17 +2200,19 @@ class AutoCdc {
   //
   // With a compact history (see compact_history), a batch for a target the
   // flow already maintains is applied in one pass over the changes, in
-  // source order: a change that follows every kept change of its key (the
+  // source order: a change that follows every stored change of its key (the
   // common case) closes the key's open version in place and opens a new
-  // one, or extends the open one when its values are the same (R-CDC-4).
-  // A change at or below its key's latest kept change (late, or a tie)
-  // would re-derive the key's history: that key's remaining changes are
-  // set aside and planned after the pass, over the state the pass left
-  // (plan_scd2 sees the changes applied by the pass as stored ones). The
-  // outcome is the planned path's: a key's changes in sequence order, the
-  // later in source order winning a tie (R-CDC-1, R-CDC-5); so are the
-  // metrics, once a tie with a change of the same pass is counted as the
-  // planned path counts a tie within the batch (pass_tie_fix).
+  // one, or extends the open one when its values are the same (R-CDC-4);
+  // only the changes that open or close no version are written to the
+  // history (see compact_history). A change at or below its key's latest
+  // stored change (late, or a tie) would re-derive the key's history: that
+  // key's remaining changes are set aside and planned after the pass, over
+  // the state the pass left (plan_scd2 sees the changes applied by the pass
+  // as stored ones). The outcome is the planned path's: a key's changes in
+  // sequence order, the later in source order winning a tie (R-CDC-1,
+  // R-CDC-5); so are the metrics, once a tie with a change of the same pass
+  // is counted as the planned path counts a tie within the batch
+  // (pass_tie_fix).
   //
   // All-or-nothing: an undo record per key touched holds the sizes of its
   // history and versions before the pass, and whether the pass closed its
@@ -2198,30 +2289,40 @@ class AutoCdc {
         e->rec = ri;
         u = &recs2_.back();
       }
-      auto& hist = e->history;
+      auto& hist = e->history;  // only the changes the versions do not show
       auto& vs = e->versions;
-      if (u->deferred || (!hist.empty() && !(hist.back().seq < s))) {
+      const Target* last = vs.empty() ? nullptr : &store.get(vs.back());
+      const bool open = last != nullptr && !end_col<Target>::get(*last).has_value();
+      if (u->deferred || (!hist.empty() && !(hist.back().seq < s)) ||
+          (last != nullptr &&
+           !((open ? start_col<Target>::get(*last) : *end_col<Target>::get(*last)) < s))) {
         u->deferred = true;  // late or tied: the key's remaining changes are planned
         deferred_.push_back(&r);
         return;
       }
       ++(remove ? stats.deleted_rows : stats.upserted_rows);
-      // Room first: what follows the row's insertion cannot fail.
-      detail::cdc_reserve_grow(hist, hist.size() + 1);
-      const bool open = !vs.empty() && !end_col<Target>::get(store.get(vs.back())).has_value();
       const auto close = [&] {  // the open version ends at s
         if (vs.size() == u->vers_size) u->closed = true;  // a stored one, closed in place
         end_col<Target>::get(store.get(vs.back())) = s;
       };
+      // A change that opens or closes no version is kept in the history
+      // (room first: the push cannot fail).
+      const auto keep = [&](std::uint32_t version) {
+        detail::cdc_reserve_grow(hist, hist.size() + 1);
+        hist.push_back(ref_event{s, version, remove});
+      };
       if (remove) {
-        if (open) close();
-        hist.push_back(ref_event{s, 0, true});
+        if (open) {
+          close();
+        } else {
+          keep(0);
+        }
         return;
       }
       Target t{};
       M::assign(t, r);
-      if (open && M::tracked_equal(store.get(vs.back()), t)) {  // same values: no new version
-        hist.push_back(ref_event{s, static_cast<std::uint32_t>(vs.size() - 1), false});
+      if (open && M::tracked_equal(*last, t)) {  // same values: no new version
+        keep(static_cast<std::uint32_t>(vs.size() - 1));
         return;
       }
       start_col<Target>::get(t) = s;
@@ -2238,7 +2339,6 @@ class AutoCdc {
       const row_id id = store.insert(std::move(t));
       if (open) close();
       vs.push_back(id);
-      hist.push_back(ref_event{s, static_cast<std::uint32_t>(vs.size() - 1), false});
     };
 
     try {
