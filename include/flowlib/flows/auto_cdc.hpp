@@ -2293,9 +2293,8 @@ class AutoCdc {
       auto& vs = e->versions;
       const Target* last = vs.empty() ? nullptr : &store.get(vs.back());
       const bool open = last != nullptr && !end_col<Target>::get(*last).has_value();
-      if (u->deferred || (!hist.empty() && !(hist.back().seq < s)) ||
-          (last != nullptr &&
-           !((open ? start_col<Target>::get(*last) : *end_col<Target>::get(*last)) < s))) {
+      if (const sequence_type* latest = latest_seq(store, *e);
+          u->deferred || (latest != nullptr && !(*latest < s))) {
         u->deferred = true;  // late or tied: the key's remaining changes are planned
         deferred_.push_back(&r);
         return;
