@@ -190,8 +190,10 @@ inline std::vector<Version> reference_scd2(const std::vector<Change>& changes, b
 // --- random feeds ----------------------------------------------------------------
 
 inline std::vector<Change> random_feed(std::mt19937& rng, bool with_truncates, bool ties = false) {
-  static const char* names[] = {"Ana", "Raul", "Lily"};
-  static const char* cities[] = {"Oaxaca", "Cancun", "Tijuana"};
+  // (Long ones too: beyond a string's small buffer, a stored value is
+  // given room before it is written; see cdc_assign_prep.)
+  static const char* names[] = {"Ana", "Raul", "Maria de los Angeles Lopez"};
+  static const char* cities[] = {"Oaxaca", "Cancun", "San Cristobal de las Casas"};
   const int n = std::uniform_int_distribution<int>(1, 24)(rng);
   std::set<std::pair<int, std::int64_t>> used;  // (key, seq) pairs are unique
   std::vector<Change> out;
@@ -298,14 +300,15 @@ namespace onepass {
 using namespace model;
 
 /// The batch as an input range (not a forward range): always planned.
+template <class C = Change>
 struct input_only {
-  const std::vector<Change>* rows;
+  const std::vector<C>* rows;
   struct iterator {
-    using value_type = Change;
+    using value_type = C;
     using difference_type = std::ptrdiff_t;
     using iterator_concept = std::input_iterator_tag;
-    const Change* p = nullptr;
-    const Change& operator*() const { return *p; }
+    const C* p = nullptr;
+    const C& operator*() const { return *p; }
     iterator& operator++() {
       ++p;
       return *this;
@@ -316,7 +319,9 @@ struct input_only {
   iterator begin() const { return {rows->data()}; }
   iterator end() const { return {rows->data() + rows->size()}; }
 };
-static_assert(std::ranges::input_range<input_only> && !std::ranges::forward_range<input_only>);
+template <class C>
+input_only(const std::vector<C>*) -> input_only<C>;
+static_assert(std::ranges::input_range<input_only<>> && !std::ranges::forward_range<input_only<>>);
 
 /// A delete predicate that throws at its n-th call (n < 0: never).
 struct CountingDelete {

@@ -16,6 +16,10 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -399,6 +403,53 @@ struct cdc_mapping_check {
                              columns<std::pair<typename TS::columns, typename CS::columns>>::ok;
 };
 
+/// Whether a column's copy assignment can be made unable to throw ahead of
+/// time, and how (cdc_mapping::prepare).
+///   - A type whose copy assignment is nothrow needs nothing.
+///   - A std::basic_string (with std::allocator, which never propagates on
+///     assignment) is given room for the source's characters: assigning at
+///     most capacity() characters copies them in place (libstdc++, libc++
+///     and MSVC alike). No string holds less room than an empty one, its
+///     small buffer, so a source that fits there needs nothing and the
+///     target's string is not read.
+///   - A std::optional of such a string: likewise when it holds a string. A
+///     null one that is to take a long string is given an empty string with
+///     room; `nulled()` is called first (it may throw, and records that the
+///     column must be made null again if the batch is undone).
+///   - Other types are not preparable.
+/// prepare() may throw (std::bad_alloc); it leaves the value as it was,
+/// except for a null made an empty string after `nulled()` returned.
+template <class T>
+struct cdc_assign_prep {
+  static constexpr bool ok = std::is_nothrow_copy_assignable_v<T>;
+  template <class Nulled>
+  static void prepare(T&, const T&, Nulled&&) noexcept {}
+};
+template <class C, class Tr>
+struct cdc_assign_prep<std::basic_string<C, Tr, std::allocator<C>>> {
+  using string = std::basic_string<C, Tr, std::allocator<C>>;
+  static constexpr bool ok = true;
+  static constexpr std::size_t small = string().capacity();
+  template <class Nulled>
+  static void prepare(string& d, const string& s, Nulled&&) {
+    if (s.size() > small) d.reserve(s.size());
+  }
+};
+template <class C, class Tr>
+struct cdc_assign_prep<std::optional<std::basic_string<C, Tr, std::allocator<C>>>> {
+  using string = std::basic_string<C, Tr, std::allocator<C>>;
+  static constexpr bool ok = true;
+  template <class Nulled>
+  static void prepare(std::optional<string>& d, const std::optional<string>& s, Nulled&& nulled) {
+    if (!s || s->size() <= cdc_assign_prep<string>::small) return;
+    if (!d) {
+      nulled();
+      d.emplace();
+    }
+    d->reserve(s->size());
+  }
+};
+
 /// The mapping of a change (or snapshot) row onto a target row, by name.
 /// Check it with cdc_mapping_check first.
 template <class Change, class Target, class Opts>
@@ -422,6 +473,40 @@ struct cdc_mapping {
   /// t's mapped columns = c's (copied).
   static void assign(Target& t, const Change& c) {
     for_each([&](auto tc, auto cc) { decltype(tc)::get(t) = decltype(cc)::get(c); });
+  }
+  /// Whether every mapped column is preparable (cdc_assign_prep): then
+  /// assign(t, c) cannot throw once prepare(t, c) has returned.
+  static constexpr bool preparable = [] {
+    bool ok = true;
+    for_each([&](auto tc, auto) { ok = ok && cdc_assign_prep<typename decltype(tc)::value_type>::ok; });
+    return ok;
+  }();
+  /// Makes assign(t, c) unable to throw (preparable only), so that it may
+  /// run in a commit that must not fail. May throw. t's values stay as they
+  /// were, except that a null column may become an empty string: then
+  /// nulled(i) was called first, i the column's place among the mapped
+  /// ones (see reset_null). Reads t only where c's value is a long string.
+  template <class Nulled>
+  static void prepare(Target& t, const Change& c, Nulled&& nulled) {
+    static_assert(preparable, "cdc_mapping::prepare: a column is not preparable");
+    std::uint32_t i = 0;
+    for_each([&](auto tc, auto cc) {
+      using TC = decltype(tc);
+      cdc_assign_prep<typename TC::value_type>::prepare(TC::get(t), decltype(cc)::get(c),
+                                                       [&] { nulled(i); });
+      ++i;
+    });
+  }
+  /// Makes mapped column i of t null again (undoes prepare's nulled(i)).
+  static void reset_null(Target& t, std::uint32_t i) noexcept {
+    std::uint32_t j = 0;
+    for_each([&](auto tc, auto) {
+      using V = typename decltype(tc)::value_type;
+      if constexpr (is_optional_v<V>) {
+        if (j == i) decltype(tc)::get(t).reset();
+      }
+      ++j;
+    });
   }
   /// As assign(), moving from c.
   static void assign(Target& t, Change&& c) {
