@@ -2238,14 +2238,15 @@ class AutoCdc {
   // one, or extends the open one when its values are the same (R-CDC-4);
   // only the changes that open or close no version are written to the
   // history (see compact_history). A change at or below its key's latest
-  // stored change (late, or a tie) would re-derive the key's history: that
-  // key's remaining changes are set aside and planned after the pass, over
-  // the state the pass left (plan_scd2 sees the changes applied by the pass
-  // as stored ones). The outcome is the planned path's: a key's changes in
-  // sequence order, the later in source order winning a tie (R-CDC-1,
-  // R-CDC-5); so are the metrics, once a tie with a change of the same pass
-  // is counted as the planned path counts a tie within the batch
-  // (pass_tie_fix).
+  // stored change (late, or a tie) would re-derive the key's history: it is
+  // set aside and planned after the pass, over the state the pass left
+  // (plan_scd2 sees the changes applied by the pass as stored ones); the
+  // key's later changes that follow all of its stored ones still go through
+  // the pass (see the step below). The outcome is the planned path's: a
+  // key's changes in sequence order, the later in source order winning a
+  // tie (R-CDC-1, R-CDC-5); so are the metrics, once a tie with a change of
+  // the same pass is counted as the planned path counts a tie within the
+  // batch (pass_tie_fix).
   //
   // All-or-nothing: an undo record per key touched holds the sizes of its
   // history and versions before the pass, and whether the pass closed its
