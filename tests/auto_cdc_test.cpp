@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -403,6 +404,50 @@ TEST_CASE_TEMPLATE("R-CDC-2: tombstone GC on the injected clock; an older change
     flow.apply(t, std::vector<Change>{{4, "D", "V", "INSERT", 4}});
     CHECK(t.size() == 2);
     CHECK(flow.tombstone_count() == 1);
+  }
+}
+
+// The one pass looks keys up a few changes ahead. When a new key makes the
+// index grow, the entries it moves must be looked up again: an update right
+// after the insert that grew the index would otherwise be applied to the old
+// array, and its sequence lost (a later, older change would then win). The
+// key counts sweep the points where the index grows, whatever its growth
+// policy; every batch of new keys here grows it once.
+TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-4: updates right after new keys that make the key index grow",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  for (std::int64_t n = 40; n <= 1100; n += 27) {
+    CAPTURE(n);
+    std::vector<Change> initial, grow, late;
+    std::vector<User> want;
+    for (std::int64_t k = 0; k < n; ++k) {
+      initial.push_back({k, "A", "X", "INSERT", 1});
+      grow.push_back({n + k, "N", "Y", "INSERT", 2});  // a new key, then an update
+      grow.push_back({k, "U", "Z", "UPDATE", 10});
+      late.push_back({k, "L", "W", "UPDATE", 5});  // older than the update: ignored
+      want.push_back({n + k, "N", "Y"});
+      want.push_back({k, "U", "Z"});
+    }
+    std::sort(want.begin(), want.end(), [](const User& a, const User& b) { return a.userId < b.userId; });
+
+    Scd1Flow flow{"users_cdc"};
+    fl::StreamingTable<User, Storage> t{"u"};
+    flow.apply(t, initial);
+    CHECK(flow.apply(t, grow).upserted_rows == static_cast<std::uint64_t>(2 * n));
+    CHECK(flow.apply(t, late).ignored_late_rows == static_cast<std::uint64_t>(n));
+    CHECK(t.sorted_rows() == want);
+
+    // SCD2: the one pass against the planned path (which reserves first).
+    fl::CdcSettings one, planned;
+    one.scd2_one_pass_min_keys = 0;
+    planned.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
+    Scd2Flow f1{"users_cdc", one}, f2{"users_cdc", planned};
+    fl::StreamingTable<UserHistory, Storage> t1{"h1"}, t2{"h2"};
+    for (const auto* b : {&initial, &grow, &late}) {
+      const fl::BatchStats s1 = f1.apply(t1, *b), s2 = f2.apply(t2, *b);
+      CHECK(s1.upserted_rows == s2.upserted_rows);
+    }
+    CHECK(t1.size() == static_cast<std::size_t>(4 * n));  // key k: [1,5) [5,10) [10,-); n + k: one
+    CHECK(t1.sorted_rows() == t2.sorted_rows());
   }
 }
 

@@ -1,9 +1,11 @@
 // flowlib/detail/key_index.hpp
 //
-// The index every keyed flow keeps of its target: key value -> Entry, an
+// The index a keyed flow keeps of its target: key value -> Entry, an
 // absl::flat_hash_map that can also be probed with a batch row and its
 // precomputed key hash (a Probe: `const Row* row; std::size_t hash;`), so a
-// lookup neither builds the key nor hashes it twice. Internal.
+// lookup neither builds the key nor hashes it twice. (AUTO CDC keeps a
+// detail::flat_index with the same hash and equality instead; see
+// flat_index.hpp.) Internal.
 #pragma once
 
 #include <flowlib/columns.hpp>
