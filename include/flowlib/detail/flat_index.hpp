@@ -262,7 +262,8 @@ class flat_index {
   }
 
   /// Inserts {k, v} unless k is present. Strong guarantee: if growing or
-  /// building the element fails, nothing changed.
+  /// building the element fails, the elements are as they were (the array
+  /// may have grown: see generation()).
   template <class K, class V>
   std::pair<iterator, bool> emplace(K&& k, V&& v) {
     static_assert(std::is_same_v<std::remove_cvref_t<K>, Key> &&
@@ -283,8 +284,9 @@ class flat_index {
     slots_[i].~value_type();
     --size_;
     // A group that has an empty byte stops every probe, so no key was
-    // placed past it: its slot can become empty. Otherwise a probe may have
-    // to go on past it, and the slot is marked deleted.
+    // placed past it (a group once full keeps no empty byte until a
+    // rehash: its erased slots are marked deleted): the slot can become
+    // empty. Otherwise a probe may have to go on past it: marked deleted.
     const std::size_t g = i / group_width;
     if (match_empty(load_group(ctrl_ + g * group_width)) != 0) {
       ctrl_[i] = empty_ctrl;
