@@ -2,11 +2,12 @@
 // fails changes nothing, and the same batch then applies as if nothing had
 // happened (R-CDC-5's all-or-nothing batches, through every apply path).
 //
-// This program replaces the global allocation functions: after arm(n), the
-// n+1-th allocation throws std::bad_alloc. Each batch is applied with
-// n = 0, 1, 2, ... until it goes through, so that it fails once at each of
-// its allocations, wherever they are: in the pass, in preparing a stored
-// row for a long string, in planning late changes, in a store's growth.
+// This program replaces the global allocation functions
+// (support/failing_allocator.hpp): after arm(n), the n+1-th allocation
+// throws std::bad_alloc. Each batch is applied with n = 0, 1, 2, ... until
+// it goes through, so that it fails once at each of its allocations,
+// wherever they are: in the pass, in preparing a stored row for a long
+// string, in planning late changes, in a store's growth.
 //
 // The flows start empty and every batch brings new keys, so that growing
 // the key index fails too: the index allocates its new array before it
@@ -16,7 +17,6 @@
 #include <support/failing_allocator.hpp>
 #include <support/storage_policies.hpp>
 
-#include <cstdlib>
 #include <new>
 
 using failing_allocator::arm;

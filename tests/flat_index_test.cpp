@@ -2,15 +2,15 @@
 // std::unordered_map, growth and erase policy, pointer stability between
 // rehashes (generation()), and the strong guarantee when growing fails.
 //
-// This program replaces the global allocation functions: after arm(n), the
-// n+1-th allocation throws std::bad_alloc.
+// This program replaces the global allocation functions
+// (support/failing_allocator.hpp): after arm(n), the n+1-th allocation
+// throws std::bad_alloc.
 #include <flowlib/detail/flat_index.hpp>
 
 #include <doctest/doctest.h>
 #include <support/failing_allocator.hpp>
 
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <new>
 #include <random>
@@ -75,7 +75,7 @@ void check_same(const M& m, const Ref& ref) {
 
 }  // namespace
 
-TEST_CASE("flat_index: random operations agree with std::unordered_map") {
+TEST_CASE("R-CDC-2: flat_index, the key index: random operations agree with std::unordered_map") {
   for (unsigned seed = 1; seed <= 60; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
@@ -157,7 +157,7 @@ TEST_CASE("flat_index: random operations agree with std::unordered_map") {
   }
 }
 
-TEST_CASE("flat_index: string keys, and keys that all hash alike") {
+TEST_CASE("R-CDC-2: flat_index: string keys, and keys that all hash alike") {
   // Short and long strings (past the small buffer). (Built with +=: an
   // operator+ on strings trips a false -Wrestrict in GCC 12.)
   const auto name = [](int i) {
@@ -184,7 +184,7 @@ TEST_CASE("flat_index: string keys, and keys that all hash alike") {
   CHECK(one.size() == 250);
 }
 
-TEST_CASE("flat_index: churn reuses erased slots; the array does not keep growing") {
+TEST_CASE("R-CDC-2: flat_index: churn reuses erased slots; the array does not keep growing") {
   int_map m;
   std::mt19937_64 rng(7);
   std::vector<std::int64_t> live;

@@ -64,8 +64,6 @@ class flat_index {
   static constexpr ctrl_t empty_ctrl = 0x80;
   static constexpr ctrl_t deleted_ctrl = 0xfe;
   static constexpr std::size_t group_width = 8;
-  static constexpr std::uint64_t lsbs = 0x0101010101010101ULL;
-  static constexpr std::uint64_t msbs = 0x8080808080808080ULL;
   static constexpr std::size_t slot_align = alignof(value_type) > 64 ? alignof(value_type) : 64;
 
   // The group of an empty map (no allocation): every lookup ends in it.
@@ -94,6 +92,8 @@ class flat_index {
 #else
   using group_t = std::uint64_t;
   using mask_t = std::uint64_t;
+  static constexpr std::uint64_t lsbs = 0x0101010101010101ULL;
+  static constexpr std::uint64_t msbs = 0x8080808080808080ULL;
   static group_t load_group(const ctrl_t* g) noexcept {
     std::uint64_t w;
     std::memcpy(&w, g, sizeof w);
@@ -304,9 +304,6 @@ class flat_index {
     rehash_to(std::max(capacity_for(n), capacity_));
   }
 
-  const Hash& hash_function() const noexcept { return hash_; }
-  const Eq& key_eq() const noexcept { return eq_; }
-
  private:
   struct table {
     void* block;
@@ -363,30 +360,19 @@ class flat_index {
   std::pair<iterator, bool> emplace_with(K&& k, Make&& make) {
     const std::size_t h = hash_(k);
     if (const std::size_t i = find_index(k, h); i != capacity_) return {{this, i}, false};
-    const std::size_t i = prepare_insert(h);  // may grow; nothing changed if it throws
-    try {
-      ::new (static_cast<void*>(slots_ + i)) value_type{Key(std::forward<K>(k)), make()};
-    } catch (...) {
-      cancel_insert(i);
-      throw;
-    }
+    const std::size_t i = free_slot(h);  // may grow; nothing changed if it throws
+    ::new (static_cast<void*>(slots_ + i)) value_type{Key(std::forward<K>(k)), make()};
+    // Taken only once the element is built: if building it threw, the slot
+    // is still free.
+    if (ctrl_[i] == empty_ctrl) --growth_left_;
+    ctrl_[i] = h2_of(h);
+    ++size_;
     return {{this, i}, true};
   }
 
-  /// Undoes prepare_insert(h) == i when the element could not be built.
-  void cancel_insert(std::size_t i) noexcept {
-    --size_;
-    if (last_free_was_empty_) {
-      ctrl_[i] = empty_ctrl;
-      ++growth_left_;
-    } else {
-      ctrl_[i] = deleted_ctrl;
-    }
-  }
-
-  /// A free slot for a key known absent, its control byte set; grows first
-  /// when no empty slot may be taken.
-  std::size_t prepare_insert(std::size_t h) {
+  /// A free slot (empty or deleted) for a key known absent, in its probe
+  /// sequence; grows first when no empty slot may be taken.
+  std::size_t free_slot(std::size_t h) {
     if (growth_left_ == 0) {
       // Mostly deleted slots: rehash at the same size; else double.
       const std::size_t want = size_ + 1 <= max_load(capacity_) / 2 ? capacity_ : 2 * capacity_;
@@ -395,14 +381,7 @@ class flat_index {
     std::size_t g = group_of(h);
     for (std::size_t step = 1;; ++step) {
       const mask_t m = match_free(load_group(ctrl_ + g * group_width));
-      if (m != 0) {
-        const std::size_t i = g * group_width + lane(m);
-        last_free_was_empty_ = ctrl_[i] == empty_ctrl;
-        if (last_free_was_empty_) --growth_left_;
-        ctrl_[i] = h2_of(h);
-        ++size_;
-        return i;
-      }
+      if (m != 0) return g * group_width + lane(m);
       g = (g + step) & group_mask_;
     }
   }
@@ -502,7 +481,6 @@ class flat_index {
   std::size_t size_ = 0;
   std::size_t growth_left_ = 0;
   std::uint64_t generation_ = 0;
-  bool last_free_was_empty_ = false;  // prepare_insert -> cancel_insert
 };
 
 }  // namespace flowlib::detail

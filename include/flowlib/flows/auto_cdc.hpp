@@ -2426,7 +2426,9 @@ class AutoCdc {
             auto it = index_.find(probe{&data[j], hashes[j % L]});
             scd2_entry* a = it == index_.end() ? nullptr : &it->second;
             found_[j % F] = a;
-            if (a != nullptr) prefetch_entry(a);  // (an entry may span three lines)
+            // (With prefetch_match's first and last line of the slot, this
+            // covers a slot over three lines.)
+            if (a != nullptr) prefetch_entry(a);
           }
           if (i + M < n) index_.prefetch_match(probe{&data[i + M], hashes[(i + M) % L]});
           if (i + L < n) {
