@@ -32,7 +32,9 @@
 // repetitions of one configuration; each iteration applies the next batch of
 // a pool. When the pool wraps, its sequences are raised above every earlier
 // one with the timer paused. SCD2 targets grow by about one version per
-// change while they are measured. Times are CPU times (every implementation
+// change while they are measured. One implementation's target is alive at a
+// time, and what the previous one freed is given back to the system before
+// the next is built (see fixture_for). Times are CPU times (every implementation
 // is single-threaded; on a shared machine the wall clock also counts the
 // time other processes hold the core).
 //
@@ -708,21 +710,35 @@ struct fixture {
   }
 };
 
-/// One fixture alive at a time (SCD2 targets grow large): the benchmarks of
-/// one implementation and configuration run back to back and share it.
+/// The one fixture alive (SCD2 targets grow large), whatever its
+/// implementation: the benchmarks of one implementation and configuration
+/// run back to back and share it.
+struct fixture_slot {
+  std::shared_ptr<void> fx;
+  const void* type = nullptr;  // fixture_for<Impl>'s tag
+  std::uint64_t pool = 0;
+};
+inline fixture_slot g_fixture;
+
 template <class Impl>
 fixture<Impl>& fixture_for(fb::cdc::cdc_pool& pool) {
-  static std::shared_ptr<void> slot;
-  static const void* slot_type = nullptr;
-  static std::uint64_t slot_pool = 0;
   static const char tag = 0;
-  if (!slot || slot_type != &tag || slot_pool != pool.id) {
-    slot.reset();
-    slot = std::make_shared<fixture<Impl>>(pool);
-    slot_type = &tag;
-    slot_pool = pool.id;
+  if (!g_fixture.fx || g_fixture.type != &tag || g_fixture.pool != pool.id) {
+    g_fixture.fx.reset();
+    // What the previous fixture freed goes back to the system, so that
+    // every implementation starts from the same state: otherwise one whose
+    // memory is small heap blocks would build its target in pages the
+    // previous fixture had already touched, while large blocks (a store's
+    // segments, an index array) are unmapped when freed and come back
+    // untouched. Where touching a page for the first time is slow (virtual
+    // machines that back memory lazily), that alone moved a ratio 2.5x
+    // (docs/benchmarks/auto_cdc.md, "Twelfth pass").
+    malloc_trim(0);
+    g_fixture.fx = std::make_shared<fixture<Impl>>(pool);
+    g_fixture.type = &tag;
+    g_fixture.pool = pool.id;
   }
-  return *static_cast<fixture<Impl>*>(slot.get());
+  return *static_cast<fixture<Impl>*>(g_fixture.fx.get());
 }
 
 template <class Impl>

@@ -559,6 +559,49 @@ TEST_CASE("MemoryStorage: emplace_with builds in place; a throwing build leaves 
   CHECK(s.size() == 2);
 }
 
+namespace core {
+// Counts the moves of rows (insert_made builds in the slot where it can).
+inline int moves = 0;
+struct Moved {
+  int value = 0;
+  explicit Moved(int v) : value(v) {}
+  Moved(Moved&& o) noexcept : value(o.value) { ++moves; }
+  Moved& operator=(Moved&& o) noexcept {
+    value = o.value;
+    ++moves;
+    return *this;
+  }
+  Moved(const Moved&) = delete;
+  Moved& operator=(const Moved&) = delete;
+  ~Moved() = default;
+};
+}  // namespace core
+
+TEST_CASE_TEMPLATE("detail::insert_made: in the slot where the store can (emplace_with), else moved in; "
+                   "a failing build changes nothing",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  using Store = typename Storage::template store<core::Moved>;
+  constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return core::Moved(0); }); };
+  CHECK(in_place == std::is_same_v<Storage, fl::MemoryStorage>);
+  Store s;
+  s.reserve(2);
+  core::moves = 0;
+  const fl::row_id a = fl::detail::insert_made(s, [] {
+    core::Moved m(7);  // named: the one pass builds its row so
+    m.value += 1;
+    return m;
+  });
+  CHECK(s.get(a).value == 8);
+  CHECK(core::moves == (in_place ? 0 : 1));
+  CHECK_THROWS_AS(fl::detail::insert_made(s, []() -> core::Moved { throw std::runtime_error("no"); }),
+                  std::runtime_error);
+  CHECK(s.size() == 1);
+  const fl::row_id b = fl::detail::insert_made(s, [] { return core::Moved(9); });
+  CHECK(b != a);
+  CHECK(s.get(b).value == 9);
+  CHECK(s.get(a).value == 8);
+}
+
 TEST_CASE("MemoryStorage: reserve_fresh makes room as reserve does, across segments, over "
           "dead slots, and leaves stored rows as they were") {
   fl::detail::memory_row_store<Payload> s;

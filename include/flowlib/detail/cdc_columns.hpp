@@ -539,6 +539,18 @@ struct cdc_mapping {
     });
     return same;
   }
+  /// Whether the history-tracked columns of t equal those of c: what
+  /// tracked_equal(t, u) says of a row u that assign(u, c) filled.
+  static bool tracked_equal_change(const Target& t, const Change& c) {
+    bool same = true;
+    for_each([&](auto tc, auto cc) {
+      using TC = decltype(tc);
+      if constexpr (rules::tracked(TC::name)) {
+        if (same && !(TC::get(t) == decltype(cc)::get(c))) same = false;
+      }
+    });
+    return same;
+  }
   /// Whether the history-tracked columns of a and b are equal (SCD2).
   static bool tracked_equal(const Target& a, const Target& b) {
     bool same = true;

@@ -92,6 +92,19 @@ inline void reserve_rows(Store& s, std::size_t n) {
   }
 }
 
+/// Inserts the row `make()` returns (capacity reserved, as for insert()):
+/// built in its slot with the optional hook emplace_with where the store
+/// has it (no temporary row, no move), else built and moved in. If make()
+/// throws, the store is unchanged.
+template <class Store, class Make>
+inline row_id insert_made(Store& s, Make&& make) {
+  if constexpr (requires { s.emplace_with(std::forward<Make>(make)); }) {
+    return s.emplace_with(std::forward<Make>(make));
+  } else {
+    return s.insert(std::forward<Make>(make)());
+  }
+}
+
 /// The memory store's row slots, addressed by row id.
 ///   - Slots live in segments of geometrically growing size (64, 128, 256,
 ///     ... slots), each allocated on a cache-line boundary (a row whose size
