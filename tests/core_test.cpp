@@ -577,8 +577,9 @@ struct Moved {
 };
 }  // namespace core
 
-TEST_CASE_TEMPLATE("detail::insert_made: in the slot where the store can (emplace_with), else moved in; "
-                   "a failing build changes nothing",
+TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: detail::insert_made (SCD2's new versions): in the slot "
+                   "where the store can (emplace_with), else moved in; a failing build changes "
+                   "nothing",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using Store = typename Storage::template store<core::Moved>;
   constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return core::Moved(0); }); };

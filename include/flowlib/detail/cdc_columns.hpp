@@ -15,6 +15,7 @@
 #include <flowlib/schema.hpp>
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -539,25 +540,18 @@ struct cdc_mapping {
     });
     return same;
   }
-  /// Whether the history-tracked columns of t equal those of c: what
-  /// tracked_equal(t, u) says of a row u that assign(u, c) filled.
-  static bool tracked_equal_change(const Target& t, const Change& c) {
+  /// Whether the history-tracked columns of a and b are equal (SCD2). b is
+  /// a target row or a change row; a change compares as the row assign()
+  /// would make of it, so none needs to be built to find out.
+  template <class B>
+    requires std::same_as<B, Target> || std::same_as<B, Change>
+  static bool tracked_equal(const Target& a, const B& b) {
     bool same = true;
     for_each([&](auto tc, auto cc) {
       using TC = decltype(tc);
+      using Col = std::conditional_t<std::is_same_v<B, Target>, TC, decltype(cc)>;
       if constexpr (rules::tracked(TC::name)) {
-        if (same && !(TC::get(t) == decltype(cc)::get(c))) same = false;
-      }
-    });
-    return same;
-  }
-  /// Whether the history-tracked columns of a and b are equal (SCD2).
-  static bool tracked_equal(const Target& a, const Target& b) {
-    bool same = true;
-    for_each([&](auto tc, auto) {
-      using TC = decltype(tc);
-      if constexpr (rules::tracked(TC::name)) {
-        if (same && !(TC::get(a) == TC::get(b))) same = false;
+        if (same && !(TC::get(a) == Col::get(b))) same = false;
       }
     });
     return same;

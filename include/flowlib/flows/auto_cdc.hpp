@@ -2364,7 +2364,7 @@ class AutoCdc {
         }
         return;
       }
-      if (open && M::tracked_equal_change(*last, r)) {  // same values: no new version
+      if (open && M::tracked_equal(*last, r)) {  // same values: no new version
         keep(static_cast<std::uint32_t>(vs.size() - 1));
         return;
       }
