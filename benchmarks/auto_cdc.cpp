@@ -54,6 +54,7 @@
 #include <flowlib/flows/auto_cdc.hpp>
 
 #include "support/cdc_data.hpp"
+#include "support/fixture_slot.hpp"
 #include "support/smoke.hpp"
 
 #include <absl/container/flat_hash_map.h>
@@ -682,13 +683,12 @@ void prepopulate(Impl& impl, const std::vector<Change>& initial, std::size_t chu
 /// into higher epochs.
 template <class Impl>
 struct fixture {
-  std::uint64_t pool_id;
   std::unique_ptr<Impl> impl;
   double bytes_per_key = 0;
   std::size_t cursor = 0;
   std::int64_t epoch;
 
-  explicit fixture(fb::cdc::cdc_pool& pool) : pool_id(pool.id), epoch(pool.epoch) {
+  explicit fixture(fb::cdc::cdc_pool& pool) : epoch(pool.epoch) {
     const std::int64_t before = is_sqlite<Impl> ? sqlite3_memory_used() : live_bytes();
     impl = std::make_unique<Impl>();
     prepopulate(*impl, pool.initial, static_cast<std::size_t>(pool.cfg.batch));
@@ -710,35 +710,12 @@ struct fixture {
   }
 };
 
-/// The one fixture alive (SCD2 targets grow large), whatever its
-/// implementation: the benchmarks of one implementation and configuration
-/// run back to back and share it.
-struct fixture_slot {
-  std::shared_ptr<void> fx;
-  const void* type = nullptr;  // fixture_for<Impl>'s tag
-  std::uint64_t pool = 0;
-};
-inline fixture_slot g_fixture;
-
+/// The one fixture alive, whatever its implementation (SCD2 targets grow
+/// large): see support/fixture_slot.hpp.
 template <class Impl>
 fixture<Impl>& fixture_for(fb::cdc::cdc_pool& pool) {
-  static const char tag = 0;
-  if (!g_fixture.fx || g_fixture.type != &tag || g_fixture.pool != pool.id) {
-    g_fixture.fx.reset();
-    // What the previous fixture freed goes back to the system, so that
-    // every implementation starts from the same state: otherwise one whose
-    // memory is small heap blocks would build its target in pages the
-    // previous fixture had already touched, while large blocks (a store's
-    // segments, an index array) are unmapped when freed and come back
-    // untouched. Where touching a page for the first time is slow (virtual
-    // machines that back memory lazily), that alone moved a ratio 2.5x
-    // (docs/benchmarks/auto_cdc.md, "Twelfth pass").
-    malloc_trim(0);
-    g_fixture.fx = std::make_shared<fixture<Impl>>(pool);
-    g_fixture.type = &tag;
-    g_fixture.pool = pool.id;
-  }
-  return *static_cast<fixture<Impl>*>(g_fixture.fx.get());
+  return fb::fixture_in_slot<fixture<Impl>>(
+      pool.id, [&] { return std::make_unique<fixture<Impl>>(pool); });
 }
 
 template <class Impl>

@@ -14,9 +14,12 @@
 //                             new identity; the delay is that many ticks, so
 //                             the state holds up to twice that many).
 // Times are CPU time (the machine is shared; CPU time is what the code
-// costs). Each benchmark also reports the state's memory per held identity
-// (`state_bytes_per_key`: container capacities in bytes / identities held)
-// and the identities held (`state_keys`) at the end of the run.
+// costs). One implementation's state is alive at a time, and what the
+// previous one freed is given back to the system before the next is built
+// and warmed up (support/fixture_slot.hpp). Each benchmark also reports the
+// state's memory per held identity (`state_bytes_per_key`: container
+// capacities in bytes / identities held) and the identities held
+// (`state_keys`) at the end of the run.
 //
 // Implementations, all applying R-DEDUP-1..4 to the same data:
 //   flowlib     fl::DedupWithinWatermark<Key<&Click::id>, EventTime<&Click::ts>>
@@ -34,6 +37,7 @@
 #include <flowlib/ops/dedup_within_watermark.hpp>
 #include <flowlib/ops/watermark.hpp>
 
+#include "support/fixture_slot.hpp"
 #include "support/smoke.hpp"
 
 #include <absl/container/flat_hash_map.h>
@@ -357,14 +361,13 @@ class absl_scan_impl {
 
 template <class Impl>
 struct fixture {
-  std::uint64_t pool_id;
   Impl impl;
   std::size_t cursor = 0;
   std::int64_t epoch;
   std::vector<Click> out;
 
   explicit fixture(batch_pool& pool)
-      : pool_id(pool.id), impl(pool.cfg.delay_keys), epoch(pool.epoch) {
+      : impl(pool.cfg.delay_keys), epoch(pool.epoch) {
     out.reserve(static_cast<std::size_t>(pool.cfg.batch));
   }
   /// The next batch; at the end of the pool, the pool moves one pass forward
@@ -392,15 +395,15 @@ struct fixture {
   }
 };
 
+/// The one fixture alive, whatever its implementation, warmed up to steady
+/// state: see support/fixture_slot.hpp.
 template <class Impl>
 fixture<Impl>& fixture_for(batch_pool& pool) {
-  static std::unique_ptr<fixture<Impl>> fx;
-  if (!fx || fx->pool_id != pool.id) {
-    fx.reset();
-    fx = std::make_unique<fixture<Impl>>(pool);
+  return fb::fixture_in_slot<fixture<Impl>>(pool.id, [&] {
+    auto fx = std::make_unique<fixture<Impl>>(pool);
     fx->warm_up(pool);
-  }
-  return *fx;
+    return fx;
+  });
 }
 
 template <class Impl>

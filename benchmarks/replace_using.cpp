@@ -27,13 +27,17 @@
 // from it. Batches are generated before timing; the target is pre-populated
 // before timing and kept across repetitions of one configuration; each
 // iteration applies the next batch of a pool. When the pool wraps, its
-// sequences are raised above every earlier one with the timer paused.
+// sequences are raised above every earlier one with the timer paused. One
+// implementation's target is alive at a time, and what the previous one
+// freed is given back to the system before the next is built
+// (support/fixture_slot.hpp).
 //
 // FLOWLIB_BENCH_SMOKE=1: tiny sizes, and before the benchmarks run every
 // implementation applies the same batches and must end with the same target
 // (and the target R-USING-4 predicts); the program exits 1 otherwise.
 #include <flowlib/flowlib.hpp>
 
+#include "support/fixture_slot.hpp"
 #include "support/smoke.hpp"
 #include "support/zipf.hpp"
 
@@ -379,12 +383,11 @@ class sqlite_impl {
 /// then fed the pool's batches in order, wrapping into higher epochs.
 template <class Impl>
 struct fixture {
-  std::uint64_t pool_id;
   Impl impl;
   std::size_t cursor = 0;
   std::int64_t epoch;
 
-  explicit fixture(batch_pool& pool) : pool_id(pool.id), epoch(pool.epoch) {
+  explicit fixture(batch_pool& pool) : epoch(pool.epoch) {
     impl.apply(pool.initial);
   }
   bool at_wrap(const batch_pool& pool) const { return cursor == pool.batches.size(); }
@@ -402,14 +405,12 @@ struct fixture {
   }
 };
 
+/// The one fixture alive, whatever its implementation: see
+/// support/fixture_slot.hpp.
 template <class Impl>
 fixture<Impl>& fixture_for(batch_pool& pool) {
-  static std::unique_ptr<fixture<Impl>> fx;
-  if (!fx || fx->pool_id != pool.id) {
-    fx.reset();
-    fx = std::make_unique<fixture<Impl>>(pool);
-  }
-  return *fx;
+  return fb::fixture_in_slot<fixture<Impl>>(
+      pool.id, [&] { return std::make_unique<fixture<Impl>>(pool); });
 }
 
 template <class Impl>
