@@ -25,6 +25,10 @@
 //                  SCD2 flowlib with the one pass forced on or off, only with
 //                  FLOWLIB_BENCH_CDC_SCD2_PATHS=1 (to place
 //                  CdcSettings::scd2_one_pass_min_keys)
+// and, for SCD2, a floor that is not an implementation:
+//   growth_floor   only writes the new versions (a row per change that is
+//                  not a delete) into flowlib's memory store, as the SCD2
+//                  pass does: what no index or loop can save
 // FLOWLIB_BENCH_CDC_KEYS=n1,n2,... runs those key counts instead of 1e3, 1e5, 1e6.
 //
 // Timing: batches are generated before timing; the target is pre-populated
@@ -419,6 +423,41 @@ struct absl_scd2 : scd2_hand_written<absl::flat_hash_map> {
 };
 struct unordered_scd2 : scd2_hand_written<std::unordered_map> {
   static constexpr const char* name = "unordered_map";
+};
+
+// --- SCD2's floor: writing the new versions, nothing else ---------------------------
+
+/// Not an implementation: the part of SCD2's work that no index or loop can
+/// save, in the same run. It writes one version row per change that is not
+/// a delete (what an in-order SCD2 feed adds to its target; late and
+/// same-value changes are ignored) into flowlib's own memory store, as the
+/// SCD2 pass does: room mapped in 4096 rows at a time (reserve_rows), each row
+/// built in its slot (insert_made). It reads no state and looks nothing up.
+/// Where writing fresh memory is slow (docs/benchmarks/auto_cdc.md,
+/// "Thirteenth pass"), this bounds SCD2's rate whatever the design of its
+/// index.
+class scd2_growth_floor {
+ public:
+  static constexpr const char* name = "growth_floor";
+  void apply(batch_view batch) {
+    for (const Change& c : batch) {
+      if (c.operation == op::del) continue;
+      if (room_ == 0) {
+        room_ = 4096;
+        fl::detail::reserve_rows(store_, room_);
+      }
+      fl::detail::insert_made(store_, [&]() -> version_row {
+        return {c.key, c.name, c.city, c.amount, c.seq, std::nullopt};
+      });
+      --room_;
+    }
+  }
+  /// Rows written (smoke mode checks the count).
+  std::size_t rows() const { return store_.size(); }
+
+ private:
+  fl::detail::memory_row_store<version_row> store_;
+  std::size_t room_ = 0;  // rows reserved and not yet written
 };
 
 // --- SQLite -------------------------------------------------------------------------
@@ -848,6 +887,15 @@ void check_config(const config& c) {
   check_impl<absl_scd2>(applied, want2, " (SCD2)" + where);
   check_impl<unordered_scd2>(applied, want2, " (SCD2)" + where);
   check_impl<sqlite_scd2>(applied, want2, " (SCD2)" + where);
+
+  // The floor writes one row per change that is not a delete.
+  scd2_growth_floor floor;
+  std::size_t upserts = 0;
+  for (const auto& b : applied) {
+    floor.apply(b);
+    for (const Change& ch : b) upserts += ch.operation != op::del;
+  }
+  fb::require(floor.rows() == upserts, "the SCD2 growth floor writes a row per upsert" + where);
 }
 
 /// FLOWLIB_BENCH_CDC_KEYS: target sizes to run instead of 1e3, 1e5 and 1e6
@@ -945,6 +993,7 @@ int main(int argc, char** argv) {
         bench::register_one<bench::absl_scd2>(scd, c);
         bench::register_one<bench::unordered_scd2>(scd, c);
         if (bench::runs("sqlite", c)) bench::register_one<bench::sqlite_scd2>(scd, c);
+        bench::register_one<bench::scd2_growth_floor>(scd, c);
       }
     }
   }
