@@ -31,6 +31,13 @@
 //                  pass does: what no index or loop can save
 // FLOWLIB_BENCH_CDC_KEYS=n1,n2,... runs those key counts instead of 1e3, 1e5, 1e6.
 //
+// Also, SCD2 only (auto_cdc/scd2_late/...): late changes into long
+// histories. Each key first gets `versions` versions in order (before
+// timing); each timed batch then holds 1000 late upserts, each with new
+// values at a random depth of a random key's history, so that each splits a
+// version. flowlib against absl (which places a late change by binary search
+// and inserts it into the key's vector of versions).
+//
 // Timing: batches are generated before timing; the target is pre-populated
 // (in batches of the configured size) before timing and kept across the
 // repetitions of one configuration; each iteration applies the next batch of
@@ -77,6 +84,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <random>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -925,6 +933,91 @@ std::optional<std::vector<std::int64_t>> keys_from_env() {
   return out;
 }
 
+// --- SCD2: late changes into long histories ---------------------------------------
+
+struct late_config {
+  std::int64_t keys, versions;
+};
+std::string label(const late_config& c) {
+  return "keys:" + std::to_string(c.keys) + "/versions:" + std::to_string(c.versions);
+}
+late_config late_configs_for_smoke() { return {20, 30}; }
+std::vector<late_config> late_configs() {
+  if (fb::smoke_mode()) return {late_configs_for_smoke()};
+  return {{10000, 100}, {1000, 1000}};
+}
+/// Late changes per timed batch (fewer in smoke mode).
+std::size_t late_batch() { return fb::smoke_mode() ? 50 : 1000; }
+constexpr std::int64_t late_gap = std::int64_t{1} << 32;  // between two in-order versions
+
+/// The in-order batches that give every key `c.versions` versions.
+std::vector<std::vector<Change>> late_setup(const late_config& c) {
+  std::vector<std::vector<Change>> out;
+  for (std::int64_t v = 0; v < c.versions; ++v) {
+    auto& b = out.emplace_back();
+    for (std::int64_t k = 0; k < c.keys; ++k) b.push_back({k, "n", "c", v, op::update, (v + 1) * late_gap});
+  }
+  return out;
+}
+/// A batch of late upserts at random depths. `next` numbers them: each
+/// sequence falls between two in-order versions and is distinct from every
+/// other, and each change's values are new.
+void late_batch_into(std::vector<Change>& b, const late_config& c, std::mt19937_64& rng,
+                     std::int64_t& next, std::size_t n) {
+  b.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(c.keys));
+    const auto v = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(c.versions));
+    ++next;
+    b.push_back({k, "late", "c", -next, op::update, (v + 1) * late_gap + next});
+  }
+}
+
+/// Builds the target (every call: it grows by a version per late change),
+/// then times batches of late changes.
+template <class Impl>
+void bm_late(benchmark::State& state, late_config c) {
+  auto impl = std::make_unique<Impl>();
+  for (const auto& b : late_setup(c)) impl->apply(b);
+  std::mt19937_64 rng(42);
+  std::int64_t next = 0;
+  std::vector<Change> b;
+  for (auto _ : state) {
+    state.PauseTiming();
+    late_batch_into(b, c, rng, next, late_batch());
+    state.ResumeTiming();
+    impl->apply(b);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(late_batch()));
+}
+
+/// Smoke mode: flowlib and absl end with the table the contract predicts.
+void check_late() {
+  const late_config c = late_configs_for_smoke();
+  std::vector<std::vector<Change>> applied = late_setup(c);
+  std::mt19937_64 rng(7);
+  std::int64_t next = 0;
+  for (int i = 0; i < 5; ++i) late_batch_into(applied.emplace_back(), c, rng, next, 40);
+  fb::cdc::change_log log;
+  for (const auto& b : applied) log.push_back(&b);
+  const std::vector<version_row> want = fb::cdc::expected_scd2(log);
+  const std::string where = " (late changes into long histories, " + label(c) + ")";
+  fb::require(want.size() == static_cast<std::size_t>(c.keys * c.versions + 5 * 40),
+              "every late change splits a version" + where);
+  check_impl<flowlib_scd2>(applied, want, where);
+  check_impl<flowlib_scd2_one_pass>(applied, want, where);
+  check_impl<absl_scd2>(applied, want, where);
+}
+
+template <class Impl>
+void register_late(const late_config& c) {
+  auto* b = benchmark::RegisterBenchmark(
+      ("auto_cdc/scd2_late/" + std::string(Impl::name) + "/" + label(c)).c_str(), bm_late<Impl>, c);
+  b->Unit(benchmark::kMillisecond);
+  if (fb::smoke_mode()) return;
+  b->MinTime(0.2);
+}
+
 /// FLOWLIB_BENCH_CDC_SCD2_PATHS=1: SCD2 also runs flowlib with the one pass
 /// forced on (flowlib_one_pass) and off (flowlib_planned), to place
 /// CdcSettings::scd2_one_pass_min_keys on this machine.
@@ -972,6 +1065,7 @@ int main(int argc, char** argv) {
   if (fb::smoke_mode()) {
     bench::check_examples();
     for (const auto& c : bench::configs()) bench::check_config(c);
+    bench::check_late();
     std::printf("smoke checks passed: flowlib, absl, unordered_map and sqlite agree (SCD1, SCD2)\n");
   }
   // Grouped by configuration so that the implementations of one configuration
@@ -996,6 +1090,10 @@ int main(int argc, char** argv) {
         bench::register_one<bench::scd2_growth_floor>(scd, c);
       }
     }
+  }
+  for (const auto& c : bench::late_configs()) {
+    bench::register_late<bench::flowlib_scd2>(c);
+    bench::register_late<bench::absl_scd2>(c);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -976,3 +976,104 @@ TEST_CASE("R-CDC-4: the search from the back that places a late change agrees wi
     }
   }
 }
+
+namespace counting {
+/// The memory store, counting the rows it writes whole (insert, assign)
+/// and erases: what a flow rewrote, whatever the rows' values.
+template <class Row>
+class counting_row_store : public fl::detail::memory_row_store<Row> {
+  using base = fl::detail::memory_row_store<Row>;
+
+ public:
+  static inline std::size_t writes = 0;
+  fl::row_id insert(Row&& r) noexcept {
+    ++writes;
+    return base::insert(std::move(r));
+  }
+  void assign(fl::row_id id, Row&& r) noexcept {
+    ++writes;
+    base::assign(id, std::move(r));
+  }
+  void erase(fl::row_id id) noexcept {
+    ++writes;
+    base::erase(id);
+  }
+};
+struct CountingStorage {
+  template <class Row>
+  using store = counting_row_store<Row>;
+};
+}  // namespace counting
+
+TEST_CASE("R-CDC-4: a late change rewrites a few versions, however long the history") {
+  // Re-deriving a key's history from the version a late change falls in
+  // stops where the derivation meets the stored versions again: the later
+  // versions stay as they are. Written are the versions the change splits,
+  // replaces or adds, and the one before them, from whose state the
+  // derivation starts (a key with 200 versions here; before the stop, a
+  // late change rewrote every version after it).
+  using Store = counting::counting_row_store<UserHistory>;
+  fl::CdcSettings one_pass;
+  one_pass.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
+    fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
+    Scd2Flow flow{"late_in_long_history", settings};
+    std::vector<Change> changes;
+    std::vector<UserHistory> want;
+    for (std::int64_t i = 0; i < 200; ++i) {
+      const std::int64_t s = 10 * (i + 1);
+      const std::string name = std::string("v").append(std::to_string(i));
+      changes.push_back({1, name, "c", "UPDATE", s});
+      want.push_back({1, name, "c", s,
+                      i + 1 < 200 ? std::optional<std::int64_t>(s + 10) : std::nullopt});
+    }
+    flow.apply(t, changes);
+    flow.apply(t, std::vector<Change>{{1, "v200", "c", "UPDATE", 2010}});  // in order (the pass)
+    want.back().end_at = 2010;
+    want.push_back({1, "v200", "c", 2010, std::nullopt});
+    const auto by_start = [](std::vector<UserHistory> v) {
+      std::sort(v.begin(), v.end(), [](const UserHistory& a, const UserHistory& b) {
+        return a.start_at < b.start_at;
+      });
+      return v;
+    };
+    const auto at = [&](std::int64_t start) -> UserHistory& {
+      return *std::find_if(want.begin(), want.end(),
+                           [&](const UserHistory& r) { return r.start_at == start; });
+    };
+    const auto late = [&](Change c) {
+      Store::writes = 0;
+      flow.apply(t, std::vector<Change>{std::move(c)});
+      return Store::writes;
+    };
+    // An upsert inside [1000, 1010): that version ends at 1005, and a new
+    // one holds the late values until 1010 (written: [990, 1000), [1000,
+    // 1005) and the new one).
+    CHECK(late({1, "late", "c", "UPDATE", 1005}) == 3);
+    at(1000).end_at = 1005;
+    want.push_back({1, "late", "c", 1005, 1010});
+    // A delete inside [500, 510): that version ends at 505.
+    CHECK(late({1, {}, {}, "DELETE", 505}) == 2);
+    at(500).end_at = 505;
+    // An upsert inside [300, 310) with the next version's values: that
+    // version ends at 305, the next starts there, and its own opening at 310
+    // becomes a change the versions do not show.
+    CHECK(late({1, "v30", "c", "UPDATE", 305}) == 3);
+    at(300).end_at = 305;
+    at(310).start_at = 305;
+    // An upsert inside [305, 320): the change at 310 opens a version again.
+    CHECK(late({1, "x", "c", "UPDATE", 307}) == 4);
+    at(305).end_at = 307;
+    want.push_back({1, "x", "c", 307, 310});
+    want.push_back({1, "v30", "c", 310, 320});
+    CHECK(by_start(t.sorted_rows()) == by_start(want));
+    // The history after those cuts still places changes everywhere.
+    flow.apply(t, std::vector<Change>{{1, "y", "c", "UPDATE", 303},  // late
+                                      {1, "end", "c", "UPDATE", 2020}});
+    at(300).end_at = 303;
+    want.push_back({1, "y", "c", 303, 305});
+    at(2010).end_at = 2020;
+    want.push_back({1, "end", "c", 2020, std::nullopt});
+    CHECK(by_start(t.sorted_rows()) == by_start(want));
+  }
+}

@@ -563,6 +563,13 @@ class AutoCdc {
     bool append;                 // new events all after the stored ones
     std::uint32_t tail_begin, tail_end;  // compact history: the key's events from
                                          // ev_from on, as re-derived (into tail_)
+    // Compact history, a late change: where its re-derivation converged with
+    // the stored versions (see plan_scd2), or cdc_npos. The derived versions
+    // then replace the stored ones from `from` up to keep_v, the derived
+    // events replace the stored ones from ev_from up to keep_e, and the
+    // stored versions and events from there on stay (the events' version
+    // indices shifted by the difference).
+    std::uint32_t keep_v, keep_e;
   };
   struct replacement {
     std::uint32_t pos;  // index in the key's history
@@ -1764,7 +1771,7 @@ class AutoCdc {
                      static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, 0,
                      hit ? static_cast<std::uint32_t>(hit->history.size()) : 0,
                      detail::cdc_npos, true,
-                     static_cast<std::uint32_t>(tail_.size()), 0};
+                     static_cast<std::uint32_t>(tail_.size()), 0, detail::cdc_npos, 0};
       const history_type* hist = hit ? &hit->history : nullptr;
       // Compact history: keeps a change the walk just applied unless the
       // versions show it (`visible`: it opened or closed a version); an
@@ -1935,6 +1942,20 @@ class AutoCdc {
                 const std::size_t holder = shown ? w : (*hist)[i].version;
                 visible = walk_upsert<Target>(ts, cur, *os, store.get(vs[holder]));
               }
+              if (k == e && shown && !oremove && visible) {
+                // Converged: every new change is applied, and the opening of
+                // stored version w opened a version again, a copy of it
+                // (walk_upsert copies the stored row; its end is set later).
+                // The state is the stored one after that opening, so the
+                // rest of the walk would re-derive the stored versions and
+                // events unchanged: they stay (keep_v, keep_e), and w's
+                // copy is dropped. A late change then writes a few versions
+                // however long its key's history, not every later one.
+                plan.keep_v = static_cast<std::uint32_t>(w);
+                plan.keep_e = static_cast<std::uint32_t>(i);
+                --ts.used;  // cur, the last derived row
+                break;
+              }
               record(*os, oremove, cur, visible);
             } else {
               walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row);
@@ -1953,8 +1974,10 @@ class AutoCdc {
       // kept change can come to open or close a version). Staged by
       // reference, ties are appended too before they replace the stored
       // events (copy_events_scd2).
+      const bool cut = plan.keep_v != detail::cdc_npos;
       const std::size_t hist_after =
-          compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin)
+          compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin) +
+                                (cut ? plan.hist_size - plan.keep_e : 0)
                           : plan.hist_size + (plan.ev_end - plan.ev_begin) -
                                 (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
       if (hit == nullptr) {
@@ -1965,11 +1988,12 @@ class AutoCdc {
         fresh_.push_back(std::move(fresh));
         inserts_ += derived;
       } else {
+        // (After a cut, the stored versions from keep_v on stay too.)
+        const std::size_t vers_after =
+            plan.from + derived + (cut ? hit->versions.size() - plan.keep_v : 0);
         detail::cdc_reserve_grow(hit->history, hist_after);
-        detail::cdc_reserve_grow(hit->versions, plan.from + derived);
-        if (plan.from + derived > hit->versions.size()) {
-          inserts_ += plan.from + derived - hit->versions.size();
-        }
+        detail::cdc_reserve_grow(hit->versions, vers_after);
+        if (vers_after > hit->versions.size()) inserts_ += vers_after - hit->versions.size();
       }
       plans2_.push_back(plan);
     }
@@ -2128,11 +2152,22 @@ class AutoCdc {
   /// nothing here throws).
   void commit_history(scd2_entry& e, const scd2_plan& p) noexcept {
     if constexpr (compact_history) {
-      // The events from ev_from on, as the planning walk re-derived them.
-      e.history.erase(e.history.begin() + p.ev_from, e.history.end());
-      for (std::uint32_t k = p.tail_begin; k < p.tail_end; ++k) {
-        e.history.push_back(std::move(tail_[k]));
+      // The events from ev_from on (up to keep_e after a cut), as the
+      // planning walk re-derived them.
+      const std::size_t to = p.keep_v != detail::cdc_npos ? p.keep_e : e.history.size();
+      if (p.keep_v != detail::cdc_npos) {
+        // The events that stay refer to versions from keep_v on, which move
+        // to where the derived versions end.
+        const std::uint32_t moved_to = p.from + (p.v_end - p.v_begin);
+        for (std::size_t k = to; k < e.history.size(); ++k) {
+          ref_event& ev = e.history[k];
+          if (!ev.remove) ev.version = ev.version - p.keep_v + moved_to;
+        }
       }
+      e.history.erase(e.history.begin() + p.ev_from,
+                      e.history.begin() + static_cast<std::ptrdiff_t>(to));
+      e.history.insert(e.history.begin() + p.ev_from, tail_.begin() + p.tail_begin,
+                       tail_.begin() + p.tail_end);
     } else {
       // Ties replace stored changes; the others are merged in.
       scratch_type& sc = *scratch_;
@@ -2221,18 +2256,20 @@ class AutoCdc {
         }
       }
       commit_history(*e, p);
-      // Versions: the derived ones replace those from p.from on.
+      // Versions: the derived ones replace those from p.from on (up to
+      // keep_v after a cut; room for those inserted was reserved).
+      auto& vs = e->versions;
+      const std::size_t stop = p.keep_v != detail::cdc_npos ? p.keep_v : vs.size();
       std::size_t v = p.from;
-      for (std::uint32_t j = p.v_begin; j < p.v_end; ++j, ++v) {
-        if (v < e->versions.size()) {
-          store.assign(e->versions[v], std::move(ts.rows[j]));
-        } else {
-          e->versions.push_back(store.insert(std::move(ts.rows[j])));
-        }
+      std::uint32_t j = p.v_begin;
+      for (; j < p.v_end && v < stop; ++j, ++v) store.assign(vs[v], std::move(ts.rows[j]));
+      for (; j < p.v_end; ++j, ++v) {
+        vs.insert(vs.begin() + static_cast<std::ptrdiff_t>(v), store.insert(std::move(ts.rows[j])));
       }
-      while (e->versions.size() > v) {
-        store.erase(e->versions.back());
-        e->versions.pop_back();
+      if (v < stop) {
+        for (std::size_t x = v; x < stop; ++x) store.erase(vs[x]);
+        vs.erase(vs.begin() + static_cast<std::ptrdiff_t>(v),
+                 vs.begin() + static_cast<std::ptrdiff_t>(stop));
       }
     }
   }
