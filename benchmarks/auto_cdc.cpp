@@ -973,12 +973,25 @@ void late_batch_into(std::vector<Change>& b, const late_config& c, std::mt19937_
   }
 }
 
-/// Builds the target (every call: it grows by a version per late change),
-/// then times batches of late changes.
+/// The target of one run of bm_late, given every key's versions in order.
+template <class Impl>
+struct late_fixture {
+  Impl impl;
+  explicit late_fixture(const late_config& c) {
+    for (const auto& b : late_setup(c)) impl.apply(b);
+  }
+};
+
+/// Builds the target again for every run (it grows by a version per late
+/// change), in the one fixture slot: whatever fixture was alive before, from
+/// this family or the others, is released and its memory given back first
+/// (support/fixture_slot.hpp). Then times batches of late changes.
 template <class Impl>
 void bm_late(benchmark::State& state, late_config c) {
-  auto impl = std::make_unique<Impl>();
-  for (const auto& b : late_setup(c)) impl->apply(b);
+  static std::uint64_t runs = 0;  // a new slot id per run: a fresh target
+  Impl& impl = fb::fixture_in_slot<late_fixture<Impl>>(++runs, [&] {
+                 return std::make_unique<late_fixture<Impl>>(c);
+               }).impl;
   std::mt19937_64 rng(42);
   std::int64_t next = 0;
   std::vector<Change> b;
@@ -986,7 +999,7 @@ void bm_late(benchmark::State& state, late_config c) {
     state.PauseTiming();
     late_batch_into(b, c, rng, next, late_batch());
     state.ResumeTiming();
-    impl->apply(b);
+    impl.apply(b);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(late_batch()));
 }

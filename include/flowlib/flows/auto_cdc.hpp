@@ -570,6 +570,7 @@ class AutoCdc {
     // stored versions and events from there on stay (the events' version
     // indices shifted by the difference).
     std::uint32_t keep_v, keep_e;
+    bool converged() const noexcept { return keep_v != detail::cdc_npos; }
   };
   struct replacement {
     std::uint32_t pos;  // index in the key's history
@@ -1974,7 +1975,7 @@ class AutoCdc {
       // kept change can come to open or close a version). Staged by
       // reference, ties are appended too before they replace the stored
       // events (copy_events_scd2).
-      const bool cut = plan.keep_v != detail::cdc_npos;
+      const bool cut = plan.converged();
       const std::size_t hist_after =
           compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin) +
                                 (cut ? plan.hist_size - plan.keep_e : 0)
@@ -2154,8 +2155,8 @@ class AutoCdc {
     if constexpr (compact_history) {
       // The events from ev_from on (up to keep_e after a cut), as the
       // planning walk re-derived them.
-      const std::size_t to = p.keep_v != detail::cdc_npos ? p.keep_e : e.history.size();
-      if (p.keep_v != detail::cdc_npos) {
+      const std::size_t to = p.converged() ? p.keep_e : e.history.size();
+      if (p.converged()) {
         // The events that stay refer to versions from keep_v on, which move
         // to where the derived versions end.
         const std::uint32_t moved_to = p.from + (p.v_end - p.v_begin);
@@ -2259,7 +2260,7 @@ class AutoCdc {
       // Versions: the derived ones replace those from p.from on (up to
       // keep_v after a cut; room for those inserted was reserved).
       auto& vs = e->versions;
-      const std::size_t stop = p.keep_v != detail::cdc_npos ? p.keep_v : vs.size();
+      const std::size_t stop = p.converged() ? p.keep_v : vs.size();
       std::size_t v = p.from;
       std::uint32_t j = p.v_begin;
       for (; j < p.v_end && v < stop; ++j, ++v) store.assign(vs[v], std::move(ts.rows[j]));
