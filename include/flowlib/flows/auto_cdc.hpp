@@ -549,6 +549,9 @@ class AutoCdc {
     std::uint32_t slot;   // target scratch row when result == row
     scd1_entry state;     // the entry after the batch (row filled at commit)
   };
+  // A key's plan, or one segment of it: a key with several late changes in
+  // a batch may have a plan per stretch of its history (plan_segment_scd2);
+  // its plans are consecutive in plans2_ and committed last to first.
   struct scd2_plan {
     scd2_entry* hit;             // nullptr: a new key
     std::uint32_t group;
@@ -564,7 +567,7 @@ class AutoCdc {
     std::uint32_t tail_begin, tail_end;  // compact history: the key's events from
                                          // ev_from on, as re-derived (into tail_)
     // Compact history, a late change: where its re-derivation converged with
-    // the stored versions (see plan_scd2), or cdc_npos. The derived versions
+    // the stored versions (see plan_segment_scd2), or cdc_npos. The derived versions
     // then replace the stored ones from `from` up to keep_v, the derived
     // events replace the stored ones from ev_from up to keep_e, and the
     // stored versions and events from there on stay (the events' version
@@ -1727,9 +1730,228 @@ class AutoCdc {
 
   // --- SCD type 2 ------------------------------------------------------------------------
 
+  /// One segment of a key's plan (see plan_scd2): derives the key's versions
+  /// and events from the segment's first new change, plan.ev_begin (in
+  /// order_), on. Returns where the next segment starts: the key's end
+  /// (plan.ev_end as given) when the walk ran through its new changes, else
+  /// the change the walk stopped before, which plan.ev_end is set to.
+  template <class Store, class Target>
+  std::uint32_t plan_segment_scd2(Store& store, detail::cdc_target_scratch<Target>& ts,
+                                  BatchStats& stats, scd2_plan& plan) {
+    using M = mapping<Target>;
+    scratch_type& sc = *scratch_;
+    scd2_entry* const hit = plan.hit;
+    const history_type* hist = hit ? &hit->history : nullptr;
+    const std::uint32_t sb = plan.ev_begin;
+    const std::uint32_t e = plan.ev_end;
+    std::uint32_t next_segment = e;  // where the next segment starts (e: none)
+    // Compact history: keeps a change the walk just applied unless the
+    // versions show it (`visible`: it opened or closed a version); an
+    // upsert refers to the version now open (derived rows map one to one,
+    // in order, onto the key's versions from plan.from on).
+    const auto record = [&](const sequence_type& s, bool remove, std::uint32_t cur,
+                            bool visible) {
+      if constexpr (compact_history) {
+        if (!visible) {
+          tail_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+        }
+      } else {
+        (void)s, (void)remove, (void)cur, (void)visible;
+      }
+    };
+    const sequence_type& first = seqs_[order_[sb]];
+    const sequence_type* latest = hit ? latest_seq(store, *hit) : nullptr;
+    plan.append = latest == nullptr || *latest < first;
+    plan.v_begin = static_cast<std::uint32_t>(ts.used);
+    if (plan.append) {
+      plan.ev_from = hist ? static_cast<std::uint32_t>(hist->size()) : 0;
+      // Continue from the current version (if the key is open).
+      std::uint32_t cur = detail::cdc_npos;
+      std::uint32_t k = sb;
+      plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
+      if (hit && !hit->versions.empty() &&
+          !end_col<Target>::get(store.get(hit->versions.back())).has_value()) {
+        const Target& stored = store.get(hit->versions.back());
+        const std::uint32_t c = order_[sb];
+        if constexpr (close_in_place<Store, Target>) {
+          // The common case: the first new change closes the stored
+          // version (a delete, or an upsert with other tracked values),
+          // which is then closed in place at commit instead of being
+          // copied into scratch and written back whole.
+          if (ops_[c] == op::remove) {
+            plan.close = c;
+            record(seqs_[c], true, cur, true);
+            k = sb + 1;
+          } else if constexpr (opts::ignore_mode == 0) {
+            cur = ts.alloc();
+            Target& t = ts.rows[cur];
+            M::assign(t, sc.row(c));
+            start_col<Target>::get(t) = seqs_[c];
+            end_col<Target>::get(t).reset();
+            const bool opens = !M::tracked_equal(stored, t);
+            if (opens) {
+              plan.close = c;
+            } else {  // updated in place, keeping its start
+              start_col<Target>::get(t) = start_col<Target>::get(stored);
+              --plan.from;
+            }
+            record(seqs_[c], false, cur, opens);
+            k = sb + 1;
+          }
+        }
+        if (k == sb) {  // the general case: continue from a copy of the version
+          cur = ts.alloc();
+          ts.rows[cur] = stored;
+          --plan.from;
+        }
+      }
+      for (; k < e; ++k) {
+        const std::uint32_t c = order_[k];
+        const bool remove = ops_[c] == op::remove;
+        record(seqs_[c], remove, cur, walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+      }
+    } else {
+      // A late change: re-derive the key's history from the last version
+      // that starts at or before the earliest new change. The state
+      // before that version's opening change is known without replaying
+      // what precedes it: the version before it, as stored, if it was
+      // still open then (it ends where this one starts; no change
+      // between them), else no open version. Changes at or after the
+      // opening one are merged with the new ones (a new change replaces
+      // a stored one of equal sequence: a tie, R-CDC-5). With a compact
+      // history the stored changes are the kept ones merged with those
+      // the versions show (see compact_history), from that version on.
+      const auto& vs = hit->versions;
+      const auto after = detail::partition_point_from_back(  // the first starting after it
+          vs.begin(), vs.end(),
+          [&](row_id id) { return !(first < start_col<Target>::get(store.get(id))); });
+      std::uint32_t cur = detail::cdc_npos;
+      std::size_t i = 0;
+      std::size_t w = 0;  // compact history: the version whose changes are shown next
+      plan.from = 0;
+      if (after != vs.begin()) {
+        const auto v = static_cast<std::size_t>(after - vs.begin()) - 1;
+        const sequence_type& start = start_col<Target>::get(store.get(vs[v]));
+        i = static_cast<std::size_t>(
+            detail::partition_point_from_back(hist->begin(), hist->end(),
+                                              [&](const event& ev) { return ev.seq < start; }) -
+            hist->begin());
+        w = v;
+        plan.from = static_cast<std::uint32_t>(v);
+        if (v > 0) {
+          const Target& prev = store.get(vs[v - 1]);
+          const auto& prev_end = end_col<Target>::get(prev);
+          if (prev_end.has_value() && !(*prev_end < start) && !(start < *prev_end)) {
+            cur = ts.alloc();
+            ts.rows[cur] = prev;
+            end_col<Target>::get(ts.rows[cur]).reset();
+            plan.from = static_cast<std::uint32_t>(v - 1);
+          }
+        }
+      }
+      plan.ev_from = static_cast<std::uint32_t>(i);
+      bool w_closed = false;  // ... its opening (false) or its closing delete (true)
+      std::uint32_t k = sb;
+      for (;;) {
+        // The next stored change: hist[i], or one the versions show.
+        const sequence_type* os = i < hist->size() ? &(*hist)[i].seq : nullptr;
+        bool oremove = os != nullptr && (*hist)[i].remove;
+        bool shown = false;
+        if constexpr (compact_history) {
+          if (const sequence_type* d = shown_change(store, vs, w, w_closed);
+              d != nullptr && (os == nullptr || *d < *os)) {
+            os = d;
+            oremove = w_closed;
+            shown = true;
+          }
+        }
+        const std::uint32_t c = k < e ? order_[k] : detail::cdc_npos;
+        if (os == nullptr && c == detail::cdc_npos) break;
+        // Past the stored change (replayed or replaced).
+        const auto next_stored = [&] {
+          if (!shown) {
+            ++i;
+          } else if (w_closed) {
+            ++w;
+            w_closed = false;
+          } else {
+            w_closed = true;
+          }
+        };
+        if (c != detail::cdc_npos && (os == nullptr || !(*os < seqs_[c]))) {
+          if (os != nullptr && !(seqs_[c] < *os)) {  // tie with a stored change
+            ++stats.tied_rows;
+            if constexpr (compact_history) {
+              // A change the one-pass apply of this batch applied: a tie
+              // within the batch, whose loser the planned path never counts.
+              if (fixing_pass_ties_ && hit->pass == pass_) {
+                const undo_rec2& u = recs2_[hit->rec];
+                const bool by_pass =
+                    shown ? w >= u.vers_size || (oremove && u.closed && w + 1 == u.vers_size)
+                          : i >= u.hist_size;
+                if (by_pass) ++pass_tie_fix_[oremove ? 1 : 0];
+              }
+            }
+            if constexpr (opts::strict) {
+              const event& old = (*hist)[i];
+              if (!same_change(old.remove ? op::remove : op::upsert, old.row, ops_[c],
+                               sc.row(c))) {
+                throw_tie(sc.row(c), "as a stored change");
+              }
+            }
+            if constexpr (!compact_history) reps_.push_back({static_cast<std::uint32_t>(i), c});
+            next_stored();
+          }
+          const bool remove = ops_[c] == op::remove;
+          record(seqs_[c], remove, cur, walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+          ++k;
+        } else {
+          if constexpr (compact_history) {
+            bool visible;
+            if (oremove) {
+              visible = walk_delete<Target>(ts, cur, *os);
+            } else {
+              const std::size_t holder = shown ? w : (*hist)[i].version;
+              visible = walk_upsert<Target>(ts, cur, *os, store.get(vs[holder]));
+            }
+            if (shown && !oremove && visible &&
+                (k == e || resumes_after(store, vs, w, seqs_[order_[k]]))) {
+              // Converged: the opening of stored version w opened a
+              // version again, a copy of it (walk_upsert copies the stored
+              // row; its end is set later), and every new change before it
+              // is applied. The state is the stored one after that
+              // opening, so the walk would re-derive the stored versions
+              // and events unchanged up to the next new change: they stay
+              // (keep_v, keep_e), and w's copy is dropped. A late change
+              // then writes a few versions however long its key's history,
+              // not every later one. The key's next new change, if any,
+              // starts a segment of its own at the version it falls in,
+              // after w (resumes_after), so the segments replace disjoint
+              // ranges of versions and events. (Each segment applies a new
+              // change at least: its first falls in a version before w.)
+              plan.keep_v = static_cast<std::uint32_t>(w);
+              plan.keep_e = static_cast<std::uint32_t>(i);
+              plan.ev_end = k;
+              next_segment = k;
+              --ts.used;  // cur, the last derived row
+              break;
+            }
+            record(*os, oremove, cur, visible);
+          } else {
+            walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row);
+          }
+          next_stored();
+        }
+      }
+    }
+    plan.v_end = static_cast<std::uint32_t>(ts.used);
+    plan.rep_end = static_cast<std::uint32_t>(reps_.size());
+    plan.tail_end = static_cast<std::uint32_t>(tail_.size());
+    return next_segment;
+  }
+
   template <class Store, class Target>
   void plan_scd2(Store& store, detail::cdc_target_scratch<Target>& ts, BatchStats& stats) {
-    using M = mapping<Target>;
     scratch_type& sc = *scratch_;
     const std::size_t n = sc.groups.size();
     index_.reserve(index_.size() + n);  // as in plan_scd1: plans point into the index
@@ -1768,236 +1990,71 @@ class AutoCdc {
       for (std::uint32_t k = b; k < e; ++k) {
         ++(ops_[order_[k]] == op::remove ? stats.deleted_rows : stats.upserted_rows);
       }
-      scd2_plan plan{hit, static_cast<std::uint32_t>(g), b, e,
-                     static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, 0,
-                     hit ? static_cast<std::uint32_t>(hit->history.size()) : 0,
-                     detail::cdc_npos, true,
-                     static_cast<std::uint32_t>(tail_.size()), 0, detail::cdc_npos, 0};
-      const history_type* hist = hit ? &hit->history : nullptr;
-      // Compact history: keeps a change the walk just applied unless the
-      // versions show it (`visible`: it opened or closed a version); an
-      // upsert refers to the version now open (derived rows map one to one,
-      // in order, onto the key's versions from plan.from on).
-      const auto record = [&](const sequence_type& s, bool remove, std::uint32_t cur,
-                              bool visible) {
-        if constexpr (compact_history) {
-          if (!visible) {
-            tail_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
-          }
-        } else {
-          (void)s, (void)remove, (void)cur, (void)visible;
-        }
-      };
-      const sequence_type& first = seqs_[order_[b]];
-      const sequence_type* latest = hit ? latest_seq(store, *hit) : nullptr;
-      plan.append = latest == nullptr || *latest < first;
-      plan.v_begin = static_cast<std::uint32_t>(ts.used);
-      if (plan.append) {
-        plan.ev_from = hist ? static_cast<std::uint32_t>(hist->size()) : 0;
-        // Continue from the current version (if the key is open).
-        std::uint32_t cur = detail::cdc_npos;
-        std::uint32_t k = b;
-        plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
-        if (hit && !hit->versions.empty() &&
-            !end_col<Target>::get(store.get(hit->versions.back())).has_value()) {
-          const Target& stored = store.get(hit->versions.back());
-          const std::uint32_t c = order_[b];
-          if constexpr (close_in_place<Store, Target>) {
-            // The common case: the first new change closes the stored
-            // version (a delete, or an upsert with other tracked values),
-            // which is then closed in place at commit instead of being
-            // copied into scratch and written back whole.
-            if (ops_[c] == op::remove) {
-              plan.close = c;
-              record(seqs_[c], true, cur, true);
-              k = b + 1;
-            } else if constexpr (opts::ignore_mode == 0) {
-              cur = ts.alloc();
-              Target& t = ts.rows[cur];
-              M::assign(t, sc.row(c));
-              start_col<Target>::get(t) = seqs_[c];
-              end_col<Target>::get(t).reset();
-              const bool opens = !M::tracked_equal(stored, t);
-              if (opens) {
-                plan.close = c;
-              } else {  // updated in place, keeping its start
-                start_col<Target>::get(t) = start_col<Target>::get(stored);
-                --plan.from;
-              }
-              record(seqs_[c], false, cur, opens);
-              k = b + 1;
-            }
-          }
-          if (k == b) {  // the general case: continue from a copy of the version
-            cur = ts.alloc();
-            ts.rows[cur] = stored;
-            --plan.from;
-          }
-        }
-        for (; k < e; ++k) {
-          const std::uint32_t c = order_[k];
-          const bool remove = ops_[c] == op::remove;
-          record(seqs_[c], remove, cur, walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
-        }
-      } else {
-        // A late change: re-derive the key's history from the last version
-        // that starts at or before the earliest new change. The state
-        // before that version's opening change is known without replaying
-        // what precedes it: the version before it, as stored, if it was
-        // still open then (it ends where this one starts; no change
-        // between them), else no open version. Changes at or after the
-        // opening one are merged with the new ones (a new change replaces
-        // a stored one of equal sequence: a tie, R-CDC-5). With a compact
-        // history the stored changes are the kept ones merged with those
-        // the versions show (see compact_history), from that version on.
-        const auto& vs = hit->versions;
-        const auto after = detail::partition_point_from_back(  // the first starting after it
-            vs.begin(), vs.end(),
-            [&](row_id id) { return !(first < start_col<Target>::get(store.get(id))); });
-        std::uint32_t cur = detail::cdc_npos;
-        std::size_t i = 0;
-        std::size_t w = 0;  // compact history: the version whose changes are shown next
-        plan.from = 0;
-        if (after != vs.begin()) {
-          const auto v = static_cast<std::size_t>(after - vs.begin()) - 1;
-          const sequence_type& start = start_col<Target>::get(store.get(vs[v]));
-          i = static_cast<std::size_t>(
-              detail::partition_point_from_back(hist->begin(), hist->end(),
-                                                [&](const event& ev) { return ev.seq < start; }) -
-              hist->begin());
-          w = v;
-          plan.from = static_cast<std::uint32_t>(v);
-          if (v > 0) {
-            const Target& prev = store.get(vs[v - 1]);
-            const auto& prev_end = end_col<Target>::get(prev);
-            if (prev_end.has_value() && !(*prev_end < start) && !(start < *prev_end)) {
-              cur = ts.alloc();
-              ts.rows[cur] = prev;
-              end_col<Target>::get(ts.rows[cur]).reset();
-              plan.from = static_cast<std::uint32_t>(v - 1);
-            }
-          }
-        }
-        plan.ev_from = static_cast<std::uint32_t>(i);
-        bool w_closed = false;  // ... its opening (false) or its closing delete (true)
-        std::uint32_t k = b;
-        for (;;) {
-          // The next stored change: hist[i], or one the versions show.
-          const sequence_type* os = i < hist->size() ? &(*hist)[i].seq : nullptr;
-          bool oremove = os != nullptr && (*hist)[i].remove;
-          bool shown = false;
-          if constexpr (compact_history) {
-            if (const sequence_type* d = shown_change(store, vs, w, w_closed);
-                d != nullptr && (os == nullptr || *d < *os)) {
-              os = d;
-              oremove = w_closed;
-              shown = true;
-            }
-          }
-          const std::uint32_t c = k < e ? order_[k] : detail::cdc_npos;
-          if (os == nullptr && c == detail::cdc_npos) break;
-          // Past the stored change (replayed or replaced).
-          const auto next_stored = [&] {
-            if (!shown) {
-              ++i;
-            } else if (w_closed) {
-              ++w;
-              w_closed = false;
-            } else {
-              w_closed = true;
-            }
-          };
-          if (c != detail::cdc_npos && (os == nullptr || !(*os < seqs_[c]))) {
-            if (os != nullptr && !(seqs_[c] < *os)) {  // tie with a stored change
-              ++stats.tied_rows;
-              if constexpr (compact_history) {
-                // A change the one-pass apply of this batch applied: a tie
-                // within the batch, whose loser the planned path never counts.
-                if (fixing_pass_ties_ && hit->pass == pass_) {
-                  const undo_rec2& u = recs2_[hit->rec];
-                  const bool by_pass =
-                      shown ? w >= u.vers_size || (oremove && u.closed && w + 1 == u.vers_size)
-                            : i >= u.hist_size;
-                  if (by_pass) ++pass_tie_fix_[oremove ? 1 : 0];
-                }
-              }
-              if constexpr (opts::strict) {
-                const event& old = (*hist)[i];
-                if (!same_change(old.remove ? op::remove : op::upsert, old.row, ops_[c],
-                                 sc.row(c))) {
-                  throw_tie(sc.row(c), "as a stored change");
-                }
-              }
-              if constexpr (!compact_history) reps_.push_back({static_cast<std::uint32_t>(i), c});
-              next_stored();
-            }
-            const bool remove = ops_[c] == op::remove;
-            record(seqs_[c], remove, cur, walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
-            ++k;
-          } else {
-            if constexpr (compact_history) {
-              bool visible;
-              if (oremove) {
-                visible = walk_delete<Target>(ts, cur, *os);
-              } else {
-                const std::size_t holder = shown ? w : (*hist)[i].version;
-                visible = walk_upsert<Target>(ts, cur, *os, store.get(vs[holder]));
-              }
-              if (k == e && shown && !oremove && visible) {
-                // Converged: every new change is applied, and the opening of
-                // stored version w opened a version again, a copy of it
-                // (walk_upsert copies the stored row; its end is set later).
-                // The state is the stored one after that opening, so the
-                // rest of the walk would re-derive the stored versions and
-                // events unchanged: they stay (keep_v, keep_e), and w's
-                // copy is dropped. A late change then writes a few versions
-                // however long its key's history, not every later one.
-                plan.keep_v = static_cast<std::uint32_t>(w);
-                plan.keep_e = static_cast<std::uint32_t>(i);
-                --ts.used;  // cur, the last derived row
-                break;
-              }
-              record(*os, oremove, cur, visible);
-            } else {
-              walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row);
-            }
-            next_stored();
-          }
-        }
+      // The key's changes are planned in segments, one plan each: a late
+      // change's walk that converges with the stored versions before the
+      // key's next new change stops there, and the next segment starts at
+      // that change (see plan_segment_scd2). Room for the commit over all
+      // of them:
+      std::size_t vers_grow = 0;  // versions inserted, over the segments
+      std::size_t hist_grow = 0;  // events added, over the segments
+      std::size_t derived_all = 0;
+      for (std::uint32_t sb = b; sb < e;) {  // sb: the segment's first new change (in order_)
+        scd2_plan plan{hit, static_cast<std::uint32_t>(g), sb, e,
+                       static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, 0,
+                       hit ? static_cast<std::uint32_t>(hit->history.size()) : 0,
+                       detail::cdc_npos, true,
+                       static_cast<std::uint32_t>(tail_.size()), 0, detail::cdc_npos, 0};
+        sb = plan_segment_scd2(store, ts, stats, plan);
+        // What the commit of this segment adds to the key's versions and
+        // events (a compact history may shrink: a kept change can come to
+        // open or close a version; after a cut, the stored versions and
+        // events from keep_v and keep_e on stay). Staged by reference, ties
+        // are appended too before they replace the stored events
+        // (copy_events_scd2).
+        const std::size_t derived = plan.v_end - plan.v_begin;
+        const bool cut = plan.converged();
+        const std::size_t n_vers = hit ? hit->versions.size() : 0;
+        const std::size_t replaced_v = (cut ? plan.keep_v : n_vers) - plan.from;
+        const std::size_t replaced_e =
+            compact_history ? (cut ? plan.keep_e : plan.hist_size) - plan.ev_from
+                            : (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
+        const std::size_t added_e = compact_history ? plan.tail_end - plan.tail_begin
+                                                    : plan.ev_end - plan.ev_begin;
+        if (derived > replaced_v) vers_grow += derived - replaced_v;
+        if (added_e > replaced_e) hist_grow += added_e - replaced_e;
+        derived_all += derived;
+        plans2_.push_back(plan);
       }
-      plan.v_end = static_cast<std::uint32_t>(ts.used);
-      plan.rep_end = static_cast<std::uint32_t>(reps_.size());
-      plan.tail_end = static_cast<std::uint32_t>(tail_.size());
       // Room for the commit, made while the entry is in cache (growing a
       // capacity changes no state, so it may happen before a later error).
-      const std::size_t derived = plan.v_end - plan.v_begin;
-      // The history's size after the commit (a compact one may shrink: a
-      // kept change can come to open or close a version). Staged by
-      // reference, ties are appended too before they replace the stored
-      // events (copy_events_scd2).
-      const bool cut = plan.converged();
-      const std::size_t hist_after =
-          compact_history ? plan.ev_from + (plan.tail_end - plan.tail_begin) +
-                                (cut ? plan.hist_size - plan.keep_e : 0)
-                          : plan.hist_size + (plan.ev_end - plan.ev_begin) -
-                                (sc.by_ref ? 0 : plan.rep_end - plan.rep_begin);
+      // The segments are committed last to first, each inserting at most
+      // its own growth: the sums bound every intermediate size.
       if (hit == nullptr) {
         new_keys_.push_back(key_(sc.row(grp.head)));
         scd2_entry fresh;
-        fresh.history.reserve(hist_after);
-        fresh.versions.reserve(derived);
+        fresh.history.reserve(hist_grow);
+        fresh.versions.reserve(derived_all);
         fresh_.push_back(std::move(fresh));
-        inserts_ += derived;
+        inserts_ += derived_all;
       } else {
-        // (After a cut, the stored versions from keep_v on stay too.)
-        const std::size_t vers_after =
-            plan.from + derived + (cut ? hit->versions.size() - plan.keep_v : 0);
-        detail::cdc_reserve_grow(hit->history, hist_after);
-        detail::cdc_reserve_grow(hit->versions, vers_after);
-        if (vers_after > hit->versions.size()) inserts_ += vers_after - hit->versions.size();
+        detail::cdc_reserve_grow(hit->history, hit->history.size() + hist_grow);
+        detail::cdc_reserve_grow(hit->versions, hit->versions.size() + vers_grow);
+        inserts_ += vers_grow;
       }
-      plans2_.push_back(plan);
     }
+  }
+
+  /// Compact history, a late change's walk converged at stored version w
+  /// (see plan_segment_scd2): whether the key's next new change, of
+  /// sequence s, may start a segment of its own. It may when it falls in a
+  /// version after w: its segment then starts at w at the earliest (the
+  /// version it falls in, or the one before), and replaces nothing the walk
+  /// up to w does.
+  template <class Store, class Versions>
+  static bool resumes_after(const Store& store, const Versions& vs, std::size_t w,
+                            const sequence_type& s) noexcept {
+    using Target = typename Store::row_type;
+    return w + 1 < vs.size() && !(s < start_col<Target>::get(store.get(vs[w + 1])));
   }
 
   /// The highest sequence among a key's stored changes (compact history:
@@ -2221,57 +2278,72 @@ class AutoCdc {
     const std::size_t n = plans2_.size();
     std::size_t ahead = 0;  // batch rows (in order_) prefetched so far
     for (std::size_t q = 0; q < n; ++q) {
-      scd2_plan& p = plans2_[q];
+      // A key's plans (its segments, see plan_scd2) are consecutive.
+      std::size_t last = q;
+      while (last + 1 < n && plans2_[last + 1].group == plans2_[q].group) ++last;
       // The changes moved into histories, in key order: scattered over the batch.
-      for (const std::size_t to = std::min<std::size_t>(p.ev_end + commit_prefetch_distance,
-                                                        order_.size());
+      for (const std::size_t to = std::min<std::size_t>(
+               plans2_[last].ev_end + commit_prefetch_distance, order_.size());
            ahead < to; ++ahead) {
         if (!sc.by_ref) prefetch_change(sc.rows[order_[ahead]]);
       }
       // What planning brought in has been evicted since (a batch touches
       // more than the cache holds): prefetch again, in the same three steps.
-      if (q + 2 * commit_prefetch_distance < n) {
-        if (const scd2_entry* a = plans2_[q + 2 * commit_prefetch_distance].hit) prefetch_entry(a);
+      if (last + 2 * commit_prefetch_distance < n) {
+        if (const scd2_entry* a = plans2_[last + 2 * commit_prefetch_distance].hit) {
+          prefetch_entry(a);
+        }
       }
-      if (q + commit_prefetch_distance < n) {
-        if (const scd2_entry* a = plans2_[q + commit_prefetch_distance].hit) {
+      if (last + commit_prefetch_distance < n) {
+        if (const scd2_entry* a = plans2_[last + commit_prefetch_distance].hit) {
           detail::cdc_prefetch(a->history.data() + a->history.size());
           if (!a->versions.empty()) detail::cdc_prefetch(&a->versions.back());
         }
       }
-      if (q + commit_prefetch_distance / 2 < n) {
-        if (const scd2_entry* a = plans2_[q + commit_prefetch_distance / 2].hit;
+      if (last + commit_prefetch_distance / 2 < n) {
+        if (const scd2_entry* a = plans2_[last + commit_prefetch_distance / 2].hit;
             a && !a->versions.empty()) {
           detail::prefetch_row(store, a->versions.back());
         }
       }
-      scd2_entry* e = p.hit;
-      if (e == nullptr) {
+      scd2_entry* e = plans2_[q].hit;
+      if (e == nullptr) {  // a new key: one plan
         e = &index_.emplace(std::move(new_keys_[next_new]), std::move(fresh_[next_new]))
                  .first->second;
         ++next_new;
       }
-      if constexpr (close_in_place<Store, Target>) {
-        if (p.close != detail::cdc_npos) {  // before its sequence is moved into the history
-          end_col<Target>::get(store.get(e->versions.back())) = seqs_[p.close];
-        }
+      // Last segment first: each replaces versions and events at or after
+      // where the one before it stops (keep_v, keep_e), so the positions an
+      // earlier segment refers to are still the stored ones when it commits.
+      for (std::size_t x = last + 1; x-- > q;) commit_plan_scd2(store, ts, *e, plans2_[x]);
+      q = last;
+    }
+  }
+
+  /// One plan of commit_scd2 (cannot fail: room was reserved).
+  template <class Store, class Target>
+  void commit_plan_scd2(Store& store, detail::cdc_target_scratch<Target>& ts, scd2_entry& e,
+                        const scd2_plan& p) noexcept {
+    if constexpr (close_in_place<Store, Target>) {
+      if (p.close != detail::cdc_npos) {  // before its sequence is moved into the history
+        end_col<Target>::get(store.get(e.versions.back())) = seqs_[p.close];
       }
-      commit_history(*e, p);
-      // Versions: the derived ones replace those from p.from on (up to
-      // keep_v after a cut; room for those inserted was reserved).
-      auto& vs = e->versions;
-      const std::size_t stop = p.converged() ? p.keep_v : vs.size();
-      std::size_t v = p.from;
-      std::uint32_t j = p.v_begin;
-      for (; j < p.v_end && v < stop; ++j, ++v) store.assign(vs[v], std::move(ts.rows[j]));
-      for (; j < p.v_end; ++j, ++v) {
-        vs.insert(vs.begin() + static_cast<std::ptrdiff_t>(v), store.insert(std::move(ts.rows[j])));
-      }
-      if (v < stop) {
-        for (std::size_t x = v; x < stop; ++x) store.erase(vs[x]);
-        vs.erase(vs.begin() + static_cast<std::ptrdiff_t>(v),
-                 vs.begin() + static_cast<std::ptrdiff_t>(stop));
-      }
+    }
+    commit_history(e, p);
+    // Versions: the derived ones replace those from p.from on (up to
+    // keep_v after a cut; room for those inserted was reserved).
+    auto& vs = e.versions;
+    const std::size_t stop = p.converged() ? p.keep_v : vs.size();
+    std::size_t v = p.from;
+    std::uint32_t j = p.v_begin;
+    for (; j < p.v_end && v < stop; ++j, ++v) store.assign(vs[v], std::move(ts.rows[j]));
+    for (; j < p.v_end; ++j, ++v) {
+      vs.insert(vs.begin() + static_cast<std::ptrdiff_t>(v), store.insert(std::move(ts.rows[j])));
+    }
+    if (v < stop) {
+      for (std::size_t x = v; x < stop; ++x) store.erase(vs[x]);
+      vs.erase(vs.begin() + static_cast<std::ptrdiff_t>(v),
+               vs.begin() + static_cast<std::ptrdiff_t>(stop));
     }
   }
 
