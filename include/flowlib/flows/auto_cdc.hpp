@@ -567,11 +567,11 @@ class AutoCdc {
     std::uint32_t tail_begin, tail_end;  // compact history: the key's events from
                                          // ev_from on, as re-derived (into tail_)
     // Compact history, a late change: where its re-derivation converged with
-    // the stored versions (see plan_segment_scd2), or cdc_npos. The derived versions
-    // then replace the stored ones from `from` up to keep_v, the derived
-    // events replace the stored ones from ev_from up to keep_e, and the
-    // stored versions and events from there on stay (the events' version
-    // indices shifted by the difference).
+    // the stored versions (see plan_segment_scd2), or cdc_npos. The derived
+    // versions then replace the stored ones from `from` up to keep_v, the
+    // derived events replace the stored ones from ev_from up to keep_e, and
+    // the stored versions and events from there on stay (the events'
+    // version indices shifted by the difference).
     std::uint32_t keep_v, keep_e;
     bool converged() const noexcept { return keep_v != detail::cdc_npos; }
   };
@@ -1997,7 +1997,6 @@ class AutoCdc {
       // of them:
       std::size_t vers_grow = 0;  // versions inserted, over the segments
       std::size_t hist_grow = 0;  // events added, over the segments
-      std::size_t derived_all = 0;
       for (std::uint32_t sb = b; sb < e;) {  // sb: the segment's first new change (in order_)
         scd2_plan plan{hit, static_cast<std::uint32_t>(g), sb, e,
                        static_cast<std::uint32_t>(reps_.size()), 0, 0, 0, 0, 0,
@@ -2022,24 +2021,23 @@ class AutoCdc {
                                                     : plan.ev_end - plan.ev_begin;
         if (derived > replaced_v) vers_grow += derived - replaced_v;
         if (added_e > replaced_e) hist_grow += added_e - replaced_e;
-        derived_all += derived;
         plans2_.push_back(plan);
       }
       // Room for the commit, made while the entry is in cache (growing a
       // capacity changes no state, so it may happen before a later error).
       // The segments are committed last to first, each inserting at most
-      // its own growth: the sums bound every intermediate size.
+      // its own growth: the sums bound every intermediate size. (A new key
+      // has one plan, and every version it derives is inserted.)
+      inserts_ += vers_grow;
       if (hit == nullptr) {
         new_keys_.push_back(key_(sc.row(grp.head)));
         scd2_entry fresh;
         fresh.history.reserve(hist_grow);
-        fresh.versions.reserve(derived_all);
+        fresh.versions.reserve(vers_grow);
         fresh_.push_back(std::move(fresh));
-        inserts_ += derived_all;
       } else {
         detail::cdc_reserve_grow(hit->history, hit->history.size() + hist_grow);
         detail::cdc_reserve_grow(hit->versions, hit->versions.size() + vers_grow);
-        inserts_ += vers_grow;
       }
     }
   }
