@@ -25,10 +25,14 @@
 //                  SCD2 flowlib with the one pass forced on or off, only with
 //                  FLOWLIB_BENCH_CDC_SCD2_PATHS=1 (to place
 //                  CdcSettings::scd2_one_pass_min_keys)
-// and, for SCD2, a floor that is not an implementation:
+// and, for SCD2, two floors that are not implementations:
 //   growth_floor   only writes the new versions (a row per change that is
 //                  not a delete) into flowlib's memory store, as the SCD2
 //                  pass does: what no index or loop can save
+//   access_floor   the growth floor plus, per change, the key's open version
+//                  found in an array indexed by the key and closed in place:
+//                  the memory work of SCD2's table layout with none of its
+//                  logic (every change taken as in order and as new values)
 // FLOWLIB_BENCH_CDC_KEYS=n1,n2,... runs those key counts instead of 1e3, 1e5, 1e6.
 //
 // Also, SCD2 only (auto_cdc/scd2_late/...): late changes into long
@@ -468,6 +472,71 @@ class scd2_growth_floor {
   std::size_t room_ = 0;  // rows reserved and not yet written
 };
 
+// --- SCD2's access floor: the layout's memory work, none of the logic -------------
+
+/// Not an implementation either: the growth floor plus the random accesses
+/// SCD2's table layout needs per change (versions stored in arrival order,
+/// the key's open version closed in place), and none of the flow's logic.
+/// A key's open version is found in a dense array indexed by the key itself
+/// (the benchmark's keys are 0, 1, 2, ...: no hashing, no probing, the
+/// cheapest index there is); a change writes the `__END_AT` of that version's
+/// row, and an upsert then writes its new version as the growth floor does.
+/// Every change is taken as in order and as changing the values: nothing is
+/// compared, set aside or kept for later. The read-ahead is flowlib's, simpler:
+/// the array entry 16 changes ahead, the open row 4 ahead. What flowlib spends
+/// above this floor is its own work; what this floor spends above the growth
+/// floor is what any index must pay to reach the open rows.
+class scd2_access_floor {
+ public:
+  static constexpr const char* name = "access_floor";
+  void apply(batch_view batch) {
+    constexpr std::size_t ahead_entry = 16, ahead_row = 4;
+    const std::size_t n = batch.size();
+    // An entry for every key of the batch first (new keys have none open).
+    std::int64_t top = -1;
+    for (const Change& c : batch) top = std::max(top, c.key);
+    if (top >= 0 && static_cast<std::size_t>(top) >= open_.size()) {
+      open_.resize(std::max(open_.size() * 2, static_cast<std::size_t>(top) + 1), no_row);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + ahead_entry < n) __builtin_prefetch(&open_[slot(batch[i + ahead_entry])], 1);
+      if (i + ahead_row < n) {
+        if (const fl::row_id a = open_[slot(batch[i + ahead_row])]; a != no_row) {
+          fl::detail::prefetch_row(store_, a);
+        }
+      }
+      const Change& c = batch[i];
+      fl::row_id& open = open_[slot(c)];
+      if (open != no_row) store_.get(open).end_at = c.seq;  // the close
+      if (c.operation == op::del) {
+        open = no_row;
+        continue;
+      }
+      if (room_ == 0) {
+        room_ = 4096;
+        fl::detail::reserve_rows(store_, room_);
+      }
+      open = fl::detail::insert_made(store_, [&]() -> version_row {
+        return {c.key, c.name, c.city, c.amount, c.seq, std::nullopt};
+      });
+      --room_;
+    }
+  }
+  /// Rows written, and those left open (smoke mode checks both counts).
+  std::size_t rows() const { return store_.size(); }
+  std::size_t open_rows() const {
+    return static_cast<std::size_t>(std::ranges::count_if(
+        store_.rows(), [](const version_row& r) { return !r.end_at.has_value(); }));
+  }
+
+ private:
+  static constexpr fl::row_id no_row = std::numeric_limits<fl::row_id>::max();
+  static std::size_t slot(const Change& c) { return static_cast<std::size_t>(c.key); }
+  fl::detail::memory_row_store<version_row> store_;
+  std::vector<fl::row_id> open_;  // per key: its open version, or no_row
+  std::size_t room_ = 0;          // rows reserved and not yet written
+};
+
 // --- SQLite -------------------------------------------------------------------------
 
 class sqlite_base {
@@ -904,6 +973,20 @@ void check_config(const config& c) {
     for (const Change& ch : b) upserts += ch.operation != op::del;
   }
   fb::require(floor.rows() == upserts, "the SCD2 growth floor writes a row per upsert" + where);
+  scd2_access_floor access;
+  for (const auto& b : applied) access.apply(b);
+  fb::require(access.rows() == upserts, "the SCD2 access floor writes a row per upsert" + where);
+  // Each change closes its key's open version: a key's last change in
+  // arrival order leaves one open if it is an upsert.
+  std::unordered_map<std::int64_t, bool> open_after;
+  for (const auto& b : applied) {
+    for (const Change& ch : b) open_after[ch.key] = ch.operation != op::del;
+  }
+  const auto still_open = static_cast<std::size_t>(
+      std::ranges::count_if(open_after, [](const auto& kv) { return kv.second; }));
+  fb::require(access.open_rows() == still_open,
+              "the SCD2 access floor leaves one version open per key whose last change is an "
+              "upsert" + where);
 }
 
 /// FLOWLIB_BENCH_CDC_KEYS: target sizes to run instead of 1e3, 1e5 and 1e6
@@ -1101,6 +1184,7 @@ int main(int argc, char** argv) {
         bench::register_one<bench::unordered_scd2>(scd, c);
         if (bench::runs("sqlite", c)) bench::register_one<bench::sqlite_scd2>(scd, c);
         bench::register_one<bench::scd2_growth_floor>(scd, c);
+        bench::register_one<bench::scd2_access_floor>(scd, c);
       }
     }
   }
