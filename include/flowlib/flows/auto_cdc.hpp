@@ -2059,13 +2059,16 @@ class AutoCdc {
   /// those kept and those its versions show), or nullptr if it has none.
   template <class Store>
   const sequence_type* latest_seq(const Store& store, const scd2_entry& e) const noexcept {
-    using Target = typename Store::row_type;
+    return latest_seq(e, e.versions.empty() ? nullptr : &store.get(e.versions.back()));
+  }
+  /// The same, given the key's last version row (nullptr: it has none).
+  template <class Target>
+  const sequence_type* latest_seq(const scd2_entry& e, const Target* last) const noexcept {
     const sequence_type* m = e.history.empty() ? nullptr : &e.history.back().seq;
     if constexpr (compact_history) {
-      if (!e.versions.empty()) {  // its last version's end, or its start while open
-        const Target& last = store.get(e.versions.back());
-        const auto& end = end_col<Target>::get(last);
-        const sequence_type* v = end.has_value() ? &*end : &start_col<Target>::get(last);
+      if (last != nullptr) {  // its last version's end, or its start while open
+        const auto& end = end_col<Target>::get(*last);
+        const sequence_type* v = end.has_value() ? &*end : &start_col<Target>::get(*last);
         if (m == nullptr || *m < *v) m = v;
       }
     }
@@ -2440,7 +2443,10 @@ class AutoCdc {
       }
       auto& hist = e->history;  // only the changes the versions do not show
       auto& vs = e->versions;
-      const Target* last = vs.empty() ? nullptr : &store.get(vs.back());
+      // The key's last version, looked up once; it is closed before room is
+      // made for a new version, so a store whose reserve or insert moves
+      // rows is no concern.
+      Target* const last = vs.empty() ? nullptr : &store.get(vs.back());
       const bool open = last != nullptr && !end_col<Target>::get(*last).has_value();
       // A late or tied change is set aside and planned after the pass. The
       // key's later changes still apply here when they are in order: each
@@ -2449,14 +2455,14 @@ class AutoCdc {
       // result depends on arrival order only through ties, and a set-aside
       // change tied with a change the pass applied came later in the source
       // and wins (the tie fix of plan_scd2).
-      if (const sequence_type* latest = latest_seq(store, *e); latest != nullptr && !(*latest < s)) {
+      if (const sequence_type* latest = latest_seq(*e, last); latest != nullptr && !(*latest < s)) {
         deferred_.push_back(&r);
         return;
       }
       ++(remove ? stats.deleted_rows : stats.upserted_rows);
       const auto close = [&] {  // the open version ends at s
         if (vs.size() == u->vers_size) u->closed = true;  // a stored one, closed in place
-        end_col<Target>::get(store.get(vs.back())) = s;
+        end_col<Target>::get(*last) = s;
       };
       // A change that opens or closes no version is kept in the history
       // (room first: the push cannot fail).
@@ -2476,6 +2482,9 @@ class AutoCdc {
         keep(static_cast<std::uint32_t>(vs.size() - 1));
         return;
       }
+      // (Closed first, while `last` is valid: if making room for the new
+      // version or building it throws, the undo restores it.)
+      if (open) close();
       detail::cdc_reserve_grow(vs, vs.size() + 1);
       // Room for the new versions, a chunk at a time: where the store maps
       // their memory in at once (reserve_rows), one system call per chunk
@@ -2494,7 +2503,6 @@ class AutoCdc {
         return t;
       });
       --fresh_rows;
-      if (open) close();
       vs.push_back(id);
     };
 
