@@ -2059,7 +2059,11 @@ class AutoCdc {
   /// those kept and those its versions show), or nullptr if it has none.
   template <class Store>
   const sequence_type* latest_seq(const Store& store, const scd2_entry& e) const noexcept {
-    return latest_seq(e, e.versions.empty() ? nullptr : &store.get(e.versions.back()));
+    const typename Store::row_type* last = nullptr;
+    if constexpr (compact_history) {  // (otherwise the history holds every change)
+      if (!e.versions.empty()) last = &store.get(e.versions.back());
+    }
+    return latest_seq(e, last);
   }
   /// The same, given the key's last version row (nullptr: it has none).
   template <class Target>
