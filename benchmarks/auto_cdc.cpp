@@ -965,23 +965,23 @@ void check_config(const config& c) {
   check_impl<unordered_scd2>(applied, want2, " (SCD2)" + where);
   check_impl<sqlite_scd2>(applied, want2, " (SCD2)" + where);
 
-  // The floor writes one row per change that is not a delete.
+  // Both floors write one row per change that is not a delete. The access
+  // floor also closes each change's key's open version, so a key's last
+  // change in arrival order leaves one open if it is an upsert.
   scd2_growth_floor floor;
-  std::size_t upserts = 0;
-  for (const auto& b : applied) {
-    floor.apply(b);
-    for (const Change& ch : b) upserts += ch.operation != op::del;
-  }
-  fb::require(floor.rows() == upserts, "the SCD2 growth floor writes a row per upsert" + where);
   scd2_access_floor access;
-  for (const auto& b : applied) access.apply(b);
-  fb::require(access.rows() == upserts, "the SCD2 access floor writes a row per upsert" + where);
-  // Each change closes its key's open version: a key's last change in
-  // arrival order leaves one open if it is an upsert.
+  std::size_t upserts = 0;
   std::unordered_map<std::int64_t, bool> open_after;
   for (const auto& b : applied) {
-    for (const Change& ch : b) open_after[ch.key] = ch.operation != op::del;
+    floor.apply(b);
+    access.apply(b);
+    for (const Change& ch : b) {
+      upserts += ch.operation != op::del;
+      open_after[ch.key] = ch.operation != op::del;
+    }
   }
+  fb::require(floor.rows() == upserts, "the SCD2 growth floor writes a row per upsert" + where);
+  fb::require(access.rows() == upserts, "the SCD2 access floor writes a row per upsert" + where);
   const auto still_open = static_cast<std::size_t>(
       std::ranges::count_if(open_after, [](const auto& kv) { return kv.second; }));
   fb::require(access.open_rows() == still_open,
