@@ -34,6 +34,11 @@
 //                  the memory work of SCD2's table layout with none of its
 //                  logic (every change taken as in order and as new values)
 // FLOWLIB_BENCH_CDC_KEYS=n1,n2,... runs those key counts instead of 1e3, 1e5, 1e6.
+// FLOWLIB_BENCH_CDC_AGE=n feeds every target n whole epochs of its pool's
+// batches after pre-population and before timing (benchmark names gain
+// "/age:n"), so that SCD2 keys enter timing with several versions each, as
+// in a table maintained for a while (the counter rows_per_key tells how
+// many, where an implementation reports its rows).
 //
 // Also, SCD2 only (auto_cdc/scd2_late/...): late changes into long
 // histories. Each key first gets `versions` versions in order (before
@@ -196,6 +201,7 @@ class flowlib_impl {
     return sorted(std::move(out));
   }
   const fl::BatchStats& last_stats() const noexcept { return last_; }
+  std::size_t rows() const { return table_.size(); }
 
  private:
   static fl::CdcSettings settings() {
@@ -772,6 +778,27 @@ std::size_t pool_size_for(const config& c) {
   return std::max<std::size_t>(8, by_rows);
 }
 
+/// FLOWLIB_BENCH_CDC_AGE: whole epochs of the pool each target is fed
+/// before timing (0 when unset; see the top of this file).
+std::int64_t age_from_env() {
+  static const std::int64_t age = [] {
+    const char* v = std::getenv("FLOWLIB_BENCH_CDC_AGE");
+    if (v == nullptr || *v == '\0') return std::int64_t{0};
+    const std::string item = v;
+    std::size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    fb::require(used == item.size() && n >= 0,
+                "FLOWLIB_BENCH_CDC_AGE: \"" + item + "\" is not a non-negative integer");
+    return static_cast<std::int64_t>(n);
+  }();
+  return age;
+}
+
 /// The pool of the configuration being measured (one at a time).
 fb::cdc::cdc_pool& pool_for(const config& c) {
   static std::unique_ptr<fb::cdc::cdc_pool> pool;
@@ -795,8 +822,8 @@ void prepopulate(Impl& impl, const std::vector<Change>& initial, std::size_t chu
 }
 
 /// An implementation's target for one pool: pre-populated at construction
-/// (its memory measured), then fed the pool's batches in order, wrapping
-/// into higher epochs.
+/// (its memory measured), aged by FLOWLIB_BENCH_CDC_AGE whole epochs, then
+/// fed the pool's batches in order, wrapping into higher epochs.
 template <class Impl>
 struct fixture {
   std::unique_ptr<Impl> impl;
@@ -810,6 +837,10 @@ struct fixture {
     prepopulate(*impl, pool.initial, static_cast<std::size_t>(pool.cfg.batch));
     const std::int64_t after = is_sqlite<Impl> ? sqlite3_memory_used() : live_bytes();
     bytes_per_key = static_cast<double>(after - before) / static_cast<double>(pool.cfg.keys);
+    for (std::int64_t a = 0; a < age_from_env(); ++a) {
+      while (!at_wrap(pool)) impl->apply(next(pool));
+      wrap(pool);
+    }
   }
   bool at_wrap(const fb::cdc::cdc_pool& pool) const { return cursor == pool.batches.size(); }
   /// Moves to the start of the next epoch; the pool is rebased if no other
@@ -838,6 +869,13 @@ template <class Impl>
 void bm_apply(benchmark::State& state, config c) {
   fb::cdc::cdc_pool& pool = pool_for(c);
   fixture<Impl>& fx = fixture_for<Impl>(pool);
+  // Rows per key as this run's timing starts (for SCD2, about the versions
+  // per key; the fixture carries over from the library's earlier, shorter
+  // runs of the same benchmark).
+  double rows_per_key = 0;
+  if constexpr (requires { fx.impl->rows(); }) {
+    rows_per_key = static_cast<double>(fx.impl->rows()) / static_cast<double>(c.keys);
+  }
   for (auto _ : state) {
     if (fx.at_wrap(pool)) {
       state.PauseTiming();
@@ -848,6 +886,7 @@ void bm_apply(benchmark::State& state, config c) {
   }
   state.SetItemsProcessed(state.iterations() * c.batch);
   state.counters["bytes_per_key"] = fx.bytes_per_key;
+  if constexpr (requires { fx.impl->rows(); }) state.counters["rows_per_key"] = rows_per_key;
 }
 
 // --- Smoke checks ---------------------------------------------------------------------
@@ -1135,8 +1174,11 @@ std::vector<config> configs() {
 
 template <class Impl>
 void register_one(const char* scd, const config& c) {
+  const std::int64_t age = age_from_env();
+  const std::string aged = age > 0 ? std::string("/age:").append(std::to_string(age)) : std::string();
   auto* b = benchmark::RegisterBenchmark(
-      ("auto_cdc/" + std::string(scd) + "/" + Impl::name + "/" + fb::cdc::label(c)).c_str(), bm_apply<Impl>, c);
+      ("auto_cdc/" + std::string(scd) + "/" + Impl::name + "/" + fb::cdc::label(c) + aged).c_str(),
+      bm_apply<Impl>, c);
   // CPU time: the benchmarks are single-threaded, and on a shared machine the
   // wall clock also counts the time other processes hold the core.
   b->Unit(benchmark::kMillisecond);
