@@ -778,6 +778,20 @@ std::size_t pool_size_for(const config& c) {
   return std::max<std::size_t>(8, by_rows);
 }
 
+/// `s` as an integer, if it is one and nothing else (for the settings read
+/// from the environment).
+std::optional<long long> whole_number(const std::string& s) {
+  std::size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != s.size()) return std::nullopt;
+  return n;
+}
+
 /// FLOWLIB_BENCH_CDC_AGE: whole epochs of the pool each target is fed
 /// before timing (0 when unset; see the top of this file).
 std::int64_t age_from_env() {
@@ -785,16 +799,9 @@ std::int64_t age_from_env() {
     const char* v = std::getenv("FLOWLIB_BENCH_CDC_AGE");
     if (v == nullptr || *v == '\0') return std::int64_t{0};
     const std::string item = v;
-    std::size_t used = 0;
-    long long n = -1;
-    try {
-      n = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    fb::require(used == item.size() && n >= 0,
-                "FLOWLIB_BENCH_CDC_AGE: \"" + item + "\" is not a non-negative integer");
-    return static_cast<std::int64_t>(n);
+    const std::optional<long long> n = whole_number(item);
+    fb::require(n && *n >= 0, "FLOWLIB_BENCH_CDC_AGE: \"" + item + "\" is not a non-negative integer");
+    return static_cast<std::int64_t>(*n);
   }();
   return age;
 }
@@ -872,8 +879,9 @@ void bm_apply(benchmark::State& state, config c) {
   // Rows per key as this run's timing starts (for SCD2, about the versions
   // per key; the fixture carries over from the library's earlier, shorter
   // runs of the same benchmark).
+  constexpr bool counts_rows = requires { fx.impl->rows(); };
   double rows_per_key = 0;
-  if constexpr (requires { fx.impl->rows(); }) {
+  if constexpr (counts_rows) {
     rows_per_key = static_cast<double>(fx.impl->rows()) / static_cast<double>(c.keys);
   }
   for (auto _ : state) {
@@ -886,7 +894,7 @@ void bm_apply(benchmark::State& state, config c) {
   }
   state.SetItemsProcessed(state.iterations() * c.batch);
   state.counters["bytes_per_key"] = fx.bytes_per_key;
-  if constexpr (requires { fx.impl->rows(); }) state.counters["rows_per_key"] = rows_per_key;
+  if constexpr (counts_rows) state.counters["rows_per_key"] = rows_per_key;
 }
 
 // --- Smoke checks ---------------------------------------------------------------------
@@ -1039,17 +1047,10 @@ std::optional<std::vector<std::int64_t>> keys_from_env() {
   while (pos <= list.size()) {
     const std::size_t end = std::min(list.find(',', pos), list.size());
     const std::string item = list.substr(pos, end - pos);
-    std::size_t used = 0;
-    long long k = 0;
-    try {
-      k = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    fb::require(used == item.size() && !item.empty() && k > 0,
-                "FLOWLIB_BENCH_CDC_KEYS: \"" + item +
-                    "\" is not a positive integer (expected a list such as 200000,500000)");
-    out.push_back(k);
+    const std::optional<long long> k = whole_number(item);
+    fb::require(k && *k > 0, "FLOWLIB_BENCH_CDC_KEYS: \"" + item +
+                                 "\" is not a positive integer (expected a list such as 200000,500000)");
+    out.push_back(*k);
     pos = end + 1;
   }
   return out;
