@@ -55,6 +55,7 @@
 #include <algorithm>
 #include <compare>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -437,10 +438,13 @@ class table_base {
   /// The flows that write this table.
   const std::vector<writer_claim>& writers() const noexcept { return writers_; }
 
-  /// The table's part of a full refresh (R-EXACT-5): removes every row.
-  /// Throws flowlib::error (errc::invalid_argument), changing nothing, when
-  /// the property reset_allowed is false (R-WHERE-6). The flows writing the
-  /// table reset their own state (e.g. Append::reset() for ONCE flows).
+  /// The table's part of a full refresh (R-EXACT-5): removes every row and
+  /// starts a new generation(). Throws flowlib::error
+  /// (errc::invalid_argument), changing nothing, when the property
+  /// reset_allowed is false (R-WHERE-6). Every flow that writes the table
+  /// sees the new generation at its next apply() and resets its own state
+  /// first (key index, tombstones, history, ONCE marker), so that apply
+  /// gives exactly the result of applying to a new, empty table.
   void full_refresh() {
     if (!reset_allowed()) {
       throw error(errc::invalid_argument, name_, "", "",
@@ -448,7 +452,13 @@ class table_base {
                   "data was left as it was");
     }
     store_.clear();
+    ++generation_;
   }
+
+  /// Counts the table's full refreshes. A flow remembers the generation of
+  /// the table it last wrote; a different one means the table was emptied
+  /// behind it, and the flow's state about the old rows is void.
+  std::uint64_t generation() const noexcept { return generation_; }
 
  private:
   template <class R>
@@ -464,6 +474,7 @@ class table_base {
   table_settings<Row> settings_;
   store_type store_;
   std::vector<writer_claim> writers_;
+  std::uint64_t generation_ = 0;
   bool exclusive_ = false;
 };
 
