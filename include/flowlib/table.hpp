@@ -332,7 +332,8 @@ template <class Row, class Storage>
 class table_base {
   static_assert(table_storage<Storage, Row>,
                 "flowlib::StreamingTable<Row, Storage>: Storage must be a storage policy "
-                "whose `store<Row>` meets flowlib::row_store (see storage/memory.hpp).");
+                "whose `store<Row>` meets flowlib::row_store: give the store the operations "
+                "listed in storage/row_store.hpp.");
   static_assert(std::is_nothrow_move_constructible_v<Row> && std::is_nothrow_move_assignable_v<Row>,
                 "flowlib: table rows must be nothrow-movable (a batch is committed without a "
                 "failure point); mark Row's move constructor and assignment noexcept, or "

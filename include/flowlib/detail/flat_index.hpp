@@ -26,6 +26,8 @@
 // full or deleted. Internal.
 #pragma once
 
+#include <flowlib/detail/prefetch.hpp>
+
 #include <algorithm>
 #include <bit>
 #include <cstddef>
@@ -241,7 +243,7 @@ class flat_index {
   template <class K>
   void prefetch(const K& k) const noexcept {
     const ctrl_t* p = ctrl_ + group_of(hash_(k)) * group_width;
-    __builtin_prefetch(p);
+    detail::prefetch(p);
     asm volatile("" : : "r"(p));  // see prefetch_match
   }
   /// Second stage, once those are cached: the slot of k's first candidate
@@ -254,8 +256,7 @@ class flat_index {
     const mask_t m = match(load_group(ctrl_ + g * group_width), h2_of(h));
     if (m == 0) return;
     const char* p = reinterpret_cast<const char*>(slots_ + g * group_width + lane(m));
-    __builtin_prefetch(p, 1);
-    __builtin_prefetch(p + sizeof(value_type) - 1, 1);
+    prefetch_straddling<access::write>(p, sizeof(value_type));
     // GCC takes a function that only reads memory and prefetches for pure,
     // and drops calls to it whose result is unused: this keeps the call.
     asm volatile("" : : "r"(p));

@@ -7,12 +7,20 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <type_traits>
 #include <variant>
 
 namespace flowlib::detail {
+
+/// "No index": the one sentinel of every 32-bit row, slot, candidate and
+/// group index in flowlib (a chain's end, an empty slot, "no row"). Row
+/// ids are 32-bit (storage/row_store.hpp), so the largest value is never a
+/// valid index.
+inline constexpr std::uint32_t npos = std::numeric_limits<std::uint32_t>::max();
 
 template <class... Ts>
 struct type_list {

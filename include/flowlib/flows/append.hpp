@@ -16,7 +16,7 @@
 //   from_web.apply(orders, web_batch);       // any input range of rows
 //   from_app.apply(orders, app_batch);       // fan-in: many flows, one table
 //   backfill.apply(orders, history);         // runs once; later calls are skipped
-//   orders.full_refresh(); backfill.reset(); // after a full refresh it runs again
+//   orders.full_refresh();                   // after a full refresh it runs again (R-TABLE-2)
 //
 // Both table kinds accept append flows; a StreamingTable written by an
 // exclusive flow (REPLACE USING) refuses them (R-USING-9). Each flow object
@@ -55,8 +55,10 @@
 // as the largest batch); one indirect call per batch and expectation set.
 #pragma once
 
+#include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/by_name.hpp>
+#include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/once.hpp>
@@ -137,6 +139,18 @@ struct append_scratch final : append_scratch_base {
   std::vector<Row> rows;             // [0, used) hold this batch's rows
   std::vector<unsigned char> keep;   // table expectations: 1 = keep the row
   std::vector<row_id> written;       // direct path: rows written so far (for the undo)
+  /// Distinguishes the scratch types of different Row types.
+  static const void* tag() noexcept {
+    static const char t = 0;
+    return &t;
+  }
+};
+
+/// Renders a whole row by its schema (expectation errors of append flows,
+/// whose source rows have no key).
+template <class Row>
+struct describe_whole_row {
+  std::string operator()(const Row& r) const { return describe_row(r); }
 };
 
 }  // namespace detail
@@ -187,33 +201,32 @@ class Append {
     constexpr bool move = detail::movable_elements<R>;
 
     AppendStats stats;
-    if (once && done_) {  // ONCE: ran already; nothing is read (R-TABLE-2)
+    // A full refresh of the table since the last apply clears the ONCE
+    // marker: the backfill runs again (R-TABLE-2, R-EXACT-5).
+    binding_.begin_apply(target, name_,
+                         "a flow writes exactly one table (declare one flow per source and "
+                         "table)");
+    if (once && binding_.done()) {  // ONCE: ran already; nothing is read (R-TABLE-2)
       stats.skipped = true;
       return stats;
     }
-    auto& sc = bind<Row>(target);
+    auto& sc = scratch<Row>();
 
     if constexpr ((std::ranges::sized_range<R> || ranges::sized_range<R>) && sizeof...(P) == 0) {
       if (target.table_expectation_sets().empty()) {
         write_direct<map, move>(target, batch, sc, stats);
-        done_ = done_ || once;
+        if (once) binding_.mark_done();
         return stats;
       }
     }
 
     // Phase 1: map and check into scratch (may throw; the table is untouched).
     std::size_t used = 0;
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [](const Source& s) { return detail::describe_row(s); };
+    detail::admit_rows<Source, detail::describe_whole_row<Source>, P...> admit{
+        checks, name_, detail::describe_whole_row<Source>{}};
     for (auto&& in : batch) {
       const Source& s = in;
-      ++stats.input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(s, counts, name_, describe)) {
-          ++stats.dropped_rows;
-          continue;
-        }
-      }
+      if (!admit(s)) continue;
       if (used < sc.rows.size()) {
         if constexpr (map::identity) {
           sc.rows[used] = std::forward<decltype(in)>(in);
@@ -225,46 +238,30 @@ class Append {
       }
       ++used;
     }
-    if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
-
-    const auto& sets = target.table_expectation_sets();
-    if (!sets.empty()) {
-      sc.keep.assign(used, 1);
-      const std::span<const Row> staged(sc.rows.data(), used);
-      for (const auto& set : sets) set->evaluate(staged, sc.keep.data(), stats, name_);
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < used; ++i) {  // stable compaction, noexcept moves
-        if (sc.keep[i] == 0) continue;
-        if (i != kept) sc.rows[kept] = std::move(sc.rows[i]);
-        ++kept;
-      }
-      stats.dropped_rows += used - kept;
-      used = kept;
-    }
+    admit.finish(stats);
+    used = detail::apply_table_expectations(target.table_expectation_sets(), sc.rows, used,
+                                            sc.keep, stats, name_);
 
     // Phase 2: reserve (may throw), then commit (cannot fail).
     auto& store = target.store();
     store.reserve(used);
-    target.claim(claim_id(), kind, name_, /*exclusive=*/false);
+    binding_.claim(target, kind, name_, /*exclusive=*/false);
     for (std::size_t i = 0; i < used; ++i) store.insert(std::move(sc.rows[i]));
     stats.applied_rows = stats.inserted_rows = used;
-    done_ = done_ || once;
+    if (once) binding_.mark_done();
     return stats;
   }
 
-  /// ONCE flows: true after a successful apply(), until reset().
-  bool done() const noexcept { return done_; }
-  /// Full refresh: a ONCE flow runs again at its next apply(). The table's
-  /// part of a full refresh is table.full_refresh(), called first (it may
-  /// refuse, when the table's reset_allowed property is false).
-  void reset() noexcept { done_ = false; }
+  /// ONCE flows: true after a successful apply(), until the table's next
+  /// full refresh (seen at the next apply()) or reset().
+  bool done() const noexcept { return binding_.done(); }
+  /// Clears the ONCE marker: the flow runs again at its next apply(). Not
+  /// needed after table.full_refresh(), which the flow notices by itself.
+  void reset() noexcept { binding_.reset_once(); }
   /// Restores the ONCE marker from a checkpoint.
-  void restore(bool done) noexcept { done_ = done; }
+  void restore(bool done) noexcept { binding_.restore_once(done); }
 
  private:
-  // The flow's identity towards its table: its heap state, which moves with
-  // the flow (so a moved flow keeps its target).
-  const void* claim_id() const noexcept { return scratch_.get(); }
 
   // Direct path (sized batch, no expectation): reserve once, then write each
   // mapped row straight into the storage. When neither iterating the batch
@@ -281,7 +278,7 @@ class Append {
       // The store builds each row in its slot and undoes the batch itself
       // if anything throws.
       store.reserve(n);
-      target.claim(claim_id(), kind, name_, /*exclusive=*/false);
+      binding_.claim(target, kind, name_, /*exclusive=*/false);
       const std::size_t count = store.emplace_each(batch, make);
       stats.input_rows = stats.applied_rows = stats.inserted_rows = count;
       return;
@@ -293,7 +290,7 @@ class Append {
       sc.written.reserve(n);
     }
     store.reserve(n);
-    target.claim(claim_id(), kind, name_, /*exclusive=*/false);
+    binding_.claim(target, kind, name_, /*exclusive=*/false);
     std::size_t count = 0;
     if constexpr (cannot_fail) {
       for (auto&& in : batch) {
@@ -320,28 +317,22 @@ class Append {
     stats.input_rows = stats.applied_rows = stats.inserted_rows = count;
   }
 
-  // Checks that `target` is this flow's one table and returns the scratch.
-  template <class Row, class Table>
-  detail::append_scratch<Row>& bind(Table& target) {
-    if (target_ != nullptr && target_ != static_cast<const void*>(&target)) {
-      throw error(errc::invalid_target, name_, "", "",
-                  "this append flow already writes table '" + target_name_ +
-                      "'; a flow writes exactly one table (declare one flow per source and "
-                      "table)");
-    }
-    if (!scratch_) {
+  // The staging scratch for rows of the table's type. A flow writes one
+  // table, so the type never changes once the flow has claimed it; the
+  // scratch is replaced only if a failed first apply left one of another.
+  template <class Row>
+  detail::append_scratch<Row>& scratch() {
+    if (!scratch_ || scratch_tag_ != detail::append_scratch<Row>::tag()) {
       scratch_ = std::make_unique<detail::append_scratch<Row>>();
-      target_ = &target;
-      target_name_ = target.name();
+      scratch_tag_ = detail::append_scratch<Row>::tag();
     }
     return static_cast<detail::append_scratch<Row>&>(*scratch_);
   }
 
   std::string name_;
-  bool done_ = false;
-  const void* target_ = nullptr;
-  std::string target_name_;
+  detail::target_binding binding_;  // the one table, its generation, the ONCE marker
   std::unique_ptr<detail::append_scratch_base> scratch_;
+  const void* scratch_tag_ = nullptr;  // which append_scratch<Row> scratch_ is
 };
 
 /// @brief A ONCE append flow (INSERT ONCE BY NAME): Append<Once, Opts...>.

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <flowlib/detail/key_index.hpp>
+#include <flowlib/detail/target_binding.hpp>
 #include <flowlib/flows/auto_cdc.hpp>
 
 #include <range/v3/view/move.hpp>
@@ -89,6 +90,10 @@ class AutoCdcFromSnapshot {
       : name_(std::move(name)), key_(std::move(key)) {}
   AutoCdcFromSnapshot(const AutoCdcFromSnapshot&) = delete;
   AutoCdcFromSnapshot& operator=(const AutoCdcFromSnapshot&) = delete;
+  /// A moved flow keeps writing its table (its claim and state move with
+  /// it); the moved-from flow cannot write that table any more.
+  AutoCdcFromSnapshot(AutoCdcFromSnapshot&&) noexcept = default;
+  AutoCdcFromSnapshot& operator=(AutoCdcFromSnapshot&&) noexcept = default;
 
   const std::string& name() const noexcept { return name_; }
   /// The version of the last snapshot applied.
@@ -129,11 +134,11 @@ class AutoCdcFromSnapshot {
                     typename detail::col_value<end_col<Target>>::type,
                     !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
     }
-    if (target_ != nullptr && target_ != &target) {
-      throw error(errc::invalid_target, name_, "", "",
-                  "this flow already maintains table '" +
-                      static_cast<const Table*>(target_)->name() +
-                      "'; a flow keeps the state of exactly one target");
+    // After a full refresh of the table the flow starts afresh: no key, no
+    // version (R-EXACT-5).
+    if (binding_.begin_apply(target, name_, "a flow keeps the state of exactly one target")) {
+      index_.clear();
+      last_.reset();
     }
     if (last_ && !(*last_ < version)) {
       throw error(errc::version_not_increasing, name_, "", "",
@@ -148,8 +153,7 @@ class AutoCdcFromSnapshot {
     stage(rows, stats);
     plan<Target>(store, ts, version, stats);
     reserve(store);
-    target.claim(this, kind, name_, /*exclusive=*/true);
-    target_ = &target;
+    binding_.claim(target, kind, name_, /*exclusive=*/true);
     commit(store, ts);
     last_ = version;
     return stats;
@@ -334,7 +338,7 @@ class AutoCdcFromSnapshot {
 
   std::string name_;
   K key_{};
-  const void* target_ = nullptr;
+  detail::target_binding binding_;  // the one target, its generation, the claim
   std::optional<version_type> last_;
   index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::uint64_t stamp_ = 0;

@@ -42,7 +42,12 @@
 #pragma once
 
 #include <flowlib/columns.hpp>
+#include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/batch_grouping.hpp>
+#include <flowlib/detail/prefetch.hpp>
+#include <flowlib/detail/target_binding.hpp>
+#include <flowlib/detail/type_traits.hpp>
 #include <flowlib/detail/key_index.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
@@ -67,217 +72,6 @@
 
 namespace flowlib {
 
-namespace detail {
-
-inline constexpr std::uint32_t npos32 = std::numeric_limits<std::uint32_t>::max();
-
-/// A row with its precomputed key hash, used for heterogeneous lookups.
-template <class Row>
-struct row_probe {
-  const Row* row;
-  std::size_t hash;
-};
-
-/// Whether the elements of R stay where they are for a whole apply() call,
-/// so that a flow may point at them instead of copying them: R is a forward
-/// range (multi-pass, so no element lives inside an iterator) of lvalues.
-template <class R>
-inline constexpr bool stable_elements = [] {
-  if constexpr (std::ranges::input_range<R>) {  // range-v3 only when std does not apply
-    return std::ranges::forward_range<R> && std::is_lvalue_reference_v<batch_reference_t<R>>;
-  } else {
-    return ranges::forward_range<R> && std::is_lvalue_reference_v<batch_reference_t<R>>;
-  }
-}();
-
-/// Per-batch scratch of a keyed flow: the batch's candidate rows grouped by
-/// key. Heap-allocated once per flow so that the hash functors may point
-/// into it and the flow stays movable.
-///
-/// If staging throws, the scratch may be left half-built (an index slot
-/// without its group); nothing reads it before reset() at the next batch.
-///
-/// Candidates are pointers to rows that stay put while the batch is staged:
-/// the caller's rows when the batch is a container or another stable range
-/// (nothing is copied for a row that a later row of its key supersedes), or
-/// rows owned here (`rows`) for a single-pass or moved-from batch. Before the
-/// commit, every candidate is an owned row (keep_candidates), so that the
-/// commit only moves.
-template <class K, class SeqValue>
-struct keyed_batch_scratch {
-  using Row = typename K::row_type;
-  using key_type = typename K::value_type;
-  using traits = key_traits<K>;
-  using probe = row_probe<Row>;
-
-  struct group {
-    SeqValue seq;         // the batch's maximum sequence for this key so far
-    std::size_t hash;     // the key's hash
-    std::uint32_t head;   // first candidate (index into cand and next)
-    std::uint32_t tail;   // last candidate
-    std::uint32_t count;  // candidates in the chain
-  };
-
-  // The index maps a key to its group. Small trivially copyable keys
-  // (integers, small structs of them) are kept in the slot, so that a lookup
-  // reads one slot and no row; other keys (strings, ...) would cost an
-  // allocation per new key if copied, so their slot points at a row of the
-  // group, which stays put while the batch is staged.
-  static constexpr bool inline_key =
-      std::is_trivially_copyable_v<key_type> && sizeof(key_type) <= 16;
-  struct slot {
-    std::conditional_t<inline_key, key_type, const Row*> key;
-    std::uint32_t group;
-  };
-  struct hasher {
-    using is_transparent = void;
-    const K* k;
-    std::size_t operator()(const slot& s) const {
-      if constexpr (inline_key) {
-        return traits::hash(*k, s.key);
-      } else {
-        return traits::hash(*k, *s.key);
-      }
-    }
-    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
-  };
-  struct equal {
-    using is_transparent = void;
-    const K* k;
-    bool operator()(const slot& a, const slot& b) const noexcept { return a.group == b.group; }
-    bool operator()(const slot& a, const probe& p) const {
-      if constexpr (inline_key) {
-        return traits::equal(*k, *p.row, a.key);
-      } else {
-        return traits::equal(*k, *p.row, *a.key);
-      }
-    }
-    bool operator()(const probe& p, const slot& a) const { return (*this)(a, p); }
-  };
-
-  explicit keyed_batch_scratch(const K& k)
-      : key(k), index(0, hasher{&key}, equal{&key}) {}
-  keyed_batch_scratch(const keyed_batch_scratch&) = delete;
-  keyed_batch_scratch& operator=(const keyed_batch_scratch&) = delete;
-
-  /// Forgets the previous batch, keeping the owned rows (and their buffers).
-  void reset(std::size_t expected_rows) {
-    const std::size_t last_groups = groups.size();
-    owned = 0;
-    used = 0;
-    candidates = 0;
-    groups.clear();
-    index.clear();  // frees large arrays: reserve again for this batch
-    // The index is sized for the keys expected, not the rows: batches of a
-    // stream tend to carry as many distinct keys as the previous one, and a
-    // table sized for the rows of a batch with few keys spreads them over
-    // many cache lines. Growing past the guess costs an amortised rehash.
-    std::size_t expected_groups = expected_rows;
-    if (last_groups != 0) {
-      const std::size_t guess = last_groups + last_groups / 4 + 16;
-      if (expected_groups == 0 || guess < expected_groups) expected_groups = guess;
-    }
-    if (expected_groups != 0) index.reserve(expected_groups);
-    if (expected_rows != 0) {
-      groups.reserve(expected_rows);
-      if (cand.size() < expected_rows) {
-        cand.resize(expected_rows);
-        next.resize(expected_rows);
-      }
-    }
-  }
-
-  /// Stores a row of a batch whose elements do not stay put (copied, or
-  /// moved when `Move`) in the next owned slot.
-  template <bool Move, class In>
-  void own(In&& in) {
-    if (owned < rows.size()) {
-      if constexpr (Move) {
-        rows[owned] = std::move(in);
-      } else {
-        rows[owned] = in;
-      }
-    } else {
-      if constexpr (Move) {
-        rows.push_back(std::move(in));
-      } else {
-        rows.push_back(in);
-      }
-    }
-    ++owned;
-  }
-
-  std::uint32_t add_candidate(const Row* r) {
-    if (used < cand.size()) {
-      cand[used] = r;
-      next[used] = npos32;
-    } else {
-      cand.push_back(r);
-      next.push_back(npos32);
-    }
-    return static_cast<std::uint32_t>(used++);
-  }
-
-  /// Ends the grouping: counts the candidates that survived.
-  void count_candidates() noexcept {
-    candidates = 0;
-    for (const group& g : groups) candidates += g.count;
-  }
-
-  /// Copies the candidates that point into the caller's batch into owned
-  /// slots, in group order (the order the commit reads them in).
-  void keep_candidates() {
-    rows.reserve(candidates);  // no reallocation below: the pointers stay valid
-    // The surviving rows lie anywhere in the batch, which no longer sits in
-    // the caches of a large batch: prefetch them (and, further ahead, their
-    // candidate entries) a few groups ahead.
-    constexpr std::size_t row_ahead = 8;
-    constexpr std::size_t cand_ahead = 2 * row_ahead;
-    const std::size_t n = groups.size();
-    std::size_t j = 0;
-    for (std::size_t gi = 0; gi < n; ++gi) {
-      if (gi + cand_ahead < n) __builtin_prefetch(&cand[groups[gi + cand_ahead].head]);
-      if (gi + row_ahead < n) {
-        const char* p = reinterpret_cast<const char*>(cand[groups[gi + row_ahead].head]);
-        __builtin_prefetch(p);
-        __builtin_prefetch(p + sizeof(Row) - 1);
-      }
-      const group& g = groups[gi];
-      for (std::uint32_t c = g.head; c != npos32; c = next[c], ++j) {
-        if (j < rows.size()) {
-          rows[j] = *cand[c];
-        } else {
-          rows.push_back(*cand[c]);
-        }
-        cand[c] = &rows[j];
-      }
-    }
-  }
-
-  /// Whether the index is too large to stay in a core's caches (its slots
-  /// exceed 256 KiB, half an L2 of today's server cores): staging then
-  /// prefetches its probes.
-  bool index_is_large() const noexcept {
-    return index.capacity() * sizeof(slot) > (std::size_t{256} << 10);
-  }
-
-  /// Candidate `c` for the commit to move from: after staging, every
-  /// candidate points at an owned (non-const) row.
-  Row& row(std::uint32_t c) noexcept { return const_cast<Row&>(*cand[c]); }
-  const Row& row(std::uint32_t c) const noexcept { return *cand[c]; }
-
-  K key;
-  std::vector<Row> rows;            // owned rows; [0, owned) or [0, candidates) in use
-  std::size_t owned = 0;
-  std::vector<const Row*> cand;     // candidates; [0, used) belong to this batch
-  std::vector<std::uint32_t> next;  // chain of candidates within a group
-  std::size_t used = 0;
-  std::size_t candidates = 0;       // candidates chained in some group (count_candidates)
-  std::vector<group> groups;        // in order of first appearance
-  absl::flat_hash_set<slot, hasher, equal> index;
-};
-
-}  // namespace detail
 
 /// @brief REPLACE USING (Key) SEQUENCE BY (Seq). See the header comment.
 template <key_extractor K, sequence_extractor S>
@@ -297,6 +91,10 @@ class ReplaceUsing {
   ReplaceUsing() : ReplaceUsing(std::string("replace_using")) {}
   explicit ReplaceUsing(std::string name, K key = K{}, S seq = S{})
       : name_(std::move(name)), key_(std::move(key)), seq_(std::move(seq)) {}
+  /// A moved flow keeps writing its table (its claim and index move with
+  /// it); the moved-from flow cannot write that table any more.
+  ReplaceUsing(ReplaceUsing&&) noexcept = default;
+  ReplaceUsing& operator=(ReplaceUsing&&) noexcept = default;
 
   const std::string& name() const noexcept { return name_; }
 
@@ -319,7 +117,7 @@ class ReplaceUsing {
     static_assert(std::is_same_v<typename Table::row_type, row_type>,
                   "flowlib::ReplaceUsing::apply: the target table's row type must be the "
                   "flow's row type (the row type of its Key and Seq columns).");
-    check_target(target);
+    begin_apply(target);
     if (!target.table_expectation_sets().empty()) {
       return apply_with_table_expectations(target, batch, checks);
     }
@@ -327,11 +125,10 @@ class ReplaceUsing {
     stage(batch, checks, stats);
     auto& store = target.store();
     reserve_commit(store);
-    // The claim's identity is the flow's heap scratch, not `this`: it moves
-    // with the flow (and its index), so a moved flow keeps its target, and a
-    // moved-from one (which lost the index) cannot write it.
-    target.claim(scratch_.get(), kind, name_, /*exclusive=*/true);
-    target_ = &target;
+    // The claim's identity moves with the flow (and its index): a moved flow
+    // keeps its target, and a moved-from one (which lost the index) cannot
+    // write it (detail/target_binding.hpp).
+    binding_.claim(target, kind, name_, /*exclusive=*/true);
     commit(store, stats);
     return stats;
   }
@@ -359,45 +156,29 @@ class ReplaceUsing {
     BatchStats outer;
     std::vector<row_type>& rows = checked_rows_;
     rows.clear();
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [this](const row_type& r) { return key_.describe(r); };
+    // The flow's expectations only: a null sequence is found (in the same
+    // row order) when the survivors are staged below.
+    detail::admit_rows<row_type, detail::describe_key<K>, P...> admit{
+        checks, name_, detail::describe_key<K>{&key_}};
     constexpr bool move = detail::movable_elements<R>;
     for (auto&& in : batch) {
       const row_type& r = in;
-      ++outer.input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(r, counts, name_, describe)) {
-          ++outer.dropped_rows;
-          continue;
-        }
-      }
+      if (!admit(r)) continue;
       if constexpr (move) {
         rows.push_back(std::move(in));
       } else {
         rows.push_back(r);
       }
     }
-    if constexpr (sizeof...(P) > 0) checks.report(counts, outer.expectations);
-    keep_.assign(rows.size(), 1);
-    const std::span<const row_type> staged(rows.data(), rows.size());
-    for (const auto& set : target.table_expectation_sets()) {
-      set->evaluate(staged, keep_.data(), outer, name_);
-    }
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < rows.size(); ++i) {  // stable compaction
-      if (keep_[i] == 0) continue;
-      if (i != kept) rows[kept] = std::move(rows[i]);
-      ++kept;
-    }
-    outer.dropped_rows += rows.size() - kept;
-    rows.resize(kept);
+    admit.finish(outer);
+    rows.resize(detail::apply_table_expectations(target.table_expectation_sets(), rows,
+                                                 rows.size(), keep_, outer, name_));
 
     BatchStats stats;
     stage(rows, NoExpectations{}, stats);
     auto& store = target.store();
     reserve_commit(store);
-    target.claim(scratch_.get(), kind, name_, /*exclusive=*/true);
-    target_ = &target;
+    binding_.claim(target, kind, name_, /*exclusive=*/true);
     commit(store, stats);
     stats.input_rows = outer.input_rows;
     stats.dropped_rows = outer.dropped_rows;
@@ -430,13 +211,14 @@ class ReplaceUsing {
     row_id head;
   };
 
+  // Checks that `target` is the flow's one table; after a full refresh of
+  // it, forgets every key (the table is empty: R-EXACT-5).
   template <class Table>
-  void check_target(const Table& target) const {
-    if (target_ != nullptr && target_ != &target) {
-      throw error(errc::invalid_target, name_, "", "",
-                  "this flow already maintains table '" +
-                      static_cast<const Table*>(target_)->name() +
-                      "'; a flow keeps the index of exactly one target (R-USING-9)");
+  void begin_apply(const Table& target) {
+    if (binding_.begin_apply(target, name_,
+                             "a flow keeps the index of exactly one target (R-USING-9)")) {
+      index_.clear();
+      next_.clear();
     }
   }
 
@@ -446,27 +228,10 @@ class ReplaceUsing {
     if (!scratch_) scratch_ = std::make_unique<scratch_type>(key_);
     scratch_type& sc = *scratch_;
     sc.reset(detail::size_hint(batch));
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [this](const row_type& r) { return key_.describe(r); };
     // Expectations (R-USING-8) then the null-sequence check (R-USING-7), row
     // by row, so that the first offending row decides the error.
-    std::uint64_t input_rows = 0;
-    const auto admit = [&](const row_type& r) -> std::optional<sequence_type> {
-      ++input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(r, counts, name_, describe)) {
-          ++stats.dropped_rows;
-          return std::nullopt;
-        }
-      }
-      std::optional<sequence_type> s = seq_(r);
-      if (!s) {
-        throw error(errc::null_sequence, name_, std::string(seq_.name()), key_.describe(r),
-                    "the row's sequence is null; nothing of the batch was applied and the "
-                    "source position does not advance (R-USING-7)");
-      }
-      return s;
-    };
+    detail::admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_,
+                                              detail::null_sequence_rule::using7};
 
     if constexpr (detail::stable_elements<R>) {
       // The caller's rows stay put: group pointers to them, then copy only
@@ -506,9 +271,8 @@ class ReplaceUsing {
       sc.count_candidates();
     }
     // Every admitted row is a candidate now or was superseded (R-USING-1).
-    stats.input_rows = input_rows;
-    stats.superseded_rows = input_rows - stats.dropped_rows - sc.candidates;
-    if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+    admit.finish(stats);
+    stats.superseded_rows = stats.input_rows - stats.dropped_rows - sc.candidates;
   }
 
   // Adds `r` (which stays put until the commit) with sequence `s` to its
@@ -536,7 +300,7 @@ class ReplaceUsing {
     auto& g = sc.groups[it->group];
     if (g.seq < s) {  // a higher sequence: the group restarts with this row
       sc.cand[g.head] = &r;
-      sc.next[g.head] = detail::npos32;
+      sc.next[g.head] = detail::npos;
       g.tail = g.head;
       g.count = 1;
       g.seq = std::move(s);
@@ -569,7 +333,7 @@ class ReplaceUsing {
       const probe p{&sc.row(grp.head), grp.hash};
       auto it = index_.find(p);
       if (it == index_.end()) {
-        hits_[g] = {nullptr, detail::npos32};
+        hits_[g] = {nullptr, detail::npos};
         new_keys_.push_back(key_(sc.row(grp.head)));
         inserts += grp.count;
       } else {
@@ -586,7 +350,7 @@ class ReplaceUsing {
     // table whose batches mostly replace rows from growing its slab.
     store.reserve(inserts);
     if (next_.size() < store.id_bound() + inserts) {
-      next_.resize(store.id_bound() + inserts, detail::npos32);
+      next_.resize(store.id_bound() + inserts, detail::npos);
     }
   }
 
@@ -600,14 +364,14 @@ class ReplaceUsing {
       if (g + commit_prefetch_distance < n) {
         const hit& ahead = hits_[g + commit_prefetch_distance];
         if (ahead.e != nullptr) {
-          __builtin_prefetch(ahead.e, 1);
+          detail::prefetch<detail::access::write>(ahead.e);
           detail::prefetch_row(store, ahead.head);
         }
       }
       auto& grp = sc.groups[g];
       entry* e = hits_[g].e;
       if (e == nullptr) {  // a key new to the target
-        const row_id head = insert_chain(store, grp.head, detail::npos32);
+        const row_id head = insert_chain(store, grp.head, detail::npos);
         index_.emplace(std::move(new_keys_[next_new_key++]),
                        entry{std::move(grp.seq), head, grp.count});
         stats.applied_rows += grp.count;
@@ -638,12 +402,12 @@ class ReplaceUsing {
   template <class Store>
   row_id insert_chain(Store& store, std::uint32_t c, row_id tail) noexcept {
     scratch_type& sc = *scratch_;
-    row_id head = detail::npos32;
-    row_id prev = detail::npos32;
-    for (; c != detail::npos32; c = sc.next[c]) {
+    row_id head = detail::npos;
+    row_id prev = detail::npos;
+    for (; c != detail::npos; c = sc.next[c]) {
       const row_id id = store.insert(std::move(sc.row(c)));
-      next_[id] = detail::npos32;
-      if (prev == detail::npos32) {
+      next_[id] = detail::npos;
+      if (prev == detail::npos) {
         head = id;
       } else {
         next_[prev] = id;
@@ -661,27 +425,27 @@ class ReplaceUsing {
   row_id replace_chain(Store& store, row_id old, std::uint32_t c) noexcept {
     scratch_type& sc = *scratch_;
     const row_id head = old;
-    row_id prev = detail::npos32;
-    while (old != detail::npos32 && c != detail::npos32) {
+    row_id prev = detail::npos;
+    while (old != detail::npos && c != detail::npos) {
       store.assign(old, std::move(sc.row(c)));
       prev = old;
       old = next_[old];
       c = sc.next[c];
     }
-    next_[prev] = detail::npos32;
-    while (old != detail::npos32) {  // fewer new rows than old ones
+    next_[prev] = detail::npos;
+    while (old != detail::npos) {  // fewer new rows than old ones
       const row_id nxt = next_[old];
       store.erase(old);
       old = nxt;
     }
-    if (c != detail::npos32) next_[prev] = insert_chain(store, c, detail::npos32);
+    if (c != detail::npos) next_[prev] = insert_chain(store, c, detail::npos);
     return head;
   }
 
   std::string name_;
   K key_;
   S seq_;
-  const void* target_ = nullptr;
+  detail::target_binding binding_;  // the one target, its generation, the claim
   index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::vector<row_id> next_;  // chain of a key's target rows, by row id
   std::unique_ptr<scratch_type> scratch_;

@@ -53,6 +53,8 @@
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/byte_codec.hpp>
+#include <flowlib/detail/prefetch.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/ops/watermark.hpp>
@@ -106,146 +108,7 @@ struct DedupOptions {
 
 namespace detail {
 
-// ---------------------------------------------------------------------------
-// State serialisation (R-DEDUP-6)
-// ---------------------------------------------------------------------------
-
-/// Appends fixed-width little-endian integers and length-prefixed bytes.
-struct byte_writer {
-  std::string& out;
-  template <class I>
-  void integer(I v) {
-    using U = std::make_unsigned_t<I>;
-    auto u = static_cast<U>(v);
-    for (std::size_t i = 0; i < sizeof(I); ++i) {
-      out.push_back(static_cast<char>(static_cast<unsigned char>(u & 0xffu)));
-      if constexpr (sizeof(I) > 1) u = static_cast<U>(u >> 8);
-    }
-  }
-  void bytes(std::string_view s) {
-    integer<std::uint64_t>(s.size());
-    out.append(s);
-  }
-};
-
-/// Reads what byte_writer wrote; throws flowlib::error on truncated input.
-struct byte_reader {
-  std::string_view in;
-  std::size_t pos = 0;
-  const std::string* flow = nullptr;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw error(errc::invalid_argument, *flow, "", "",
-                "cannot restore the state: " + what + " at byte " + std::to_string(pos) +
-                    "; the operator's state is unchanged (R-DEDUP-6)");
-  }
-  void need(std::size_t n) const {
-    if (in.size() - pos < n) fail("the data is truncated");
-  }
-  template <class I>
-  I integer() {
-    using U = std::make_unsigned_t<I>;
-    need(sizeof(I));
-    U u = 0;
-    for (std::size_t i = 0; i < sizeof(I); ++i) {
-      u = static_cast<U>(u | (static_cast<U>(static_cast<unsigned char>(in[pos + i])) << (8 * i)));
-    }
-    pos += sizeof(I);
-    return static_cast<I>(u);
-  }
-  std::string_view bytes() {
-    const auto n = integer<std::uint64_t>();
-    if (n > in.size() - pos) fail("a string's length runs past the end of the data");
-    std::string_view s = in.substr(pos, static_cast<std::size_t>(n));
-    pos += static_cast<std::size_t>(n);
-    return s;
-  }
-};
-
-template <class T>
-struct is_std_tuple : std::false_type {};
-template <class... Ts>
-struct is_std_tuple<std::tuple<Ts...>> : std::true_type {};
-
-template <class T>
-struct is_duration : std::false_type {};
-template <class R, class P>
-struct is_duration<std::chrono::duration<R, P>> : std::true_type {};
-
-/// Whether key_codec<T> can write T.
-template <class T>
-constexpr bool serialisable_key() {
-  if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_enum_v<T>) {
-    return true;
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    return true;
-  } else if constexpr (is_optional_v<T>) {
-    return serialisable_key<typename T::value_type>();
-  } else if constexpr (is_duration<T>::value) {
-    return std::is_integral_v<typename T::rep>;
-  } else if constexpr (is_time_point_v<T>) {
-    return std::is_integral_v<typename T::rep>;
-  } else if constexpr (is_std_tuple<T>::value) {
-    return []<class... Ts>(std::type_identity<std::tuple<Ts...>>) {
-      return (serialisable_key<Ts>() && ...);
-    }(std::type_identity<T>{});
-  } else {
-    return false;
-  }
-}
-
-/// Column-by-column encoding of a key value (see save_state()).
-template <class T>
-struct key_codec {
-  static void write(byte_writer& w, const T& v) {
-    if constexpr (std::is_same_v<T, bool>) {
-      w.integer<std::uint8_t>(v ? 1 : 0);
-    } else if constexpr (std::is_integral_v<T>) {
-      w.integer<T>(v);
-    } else if constexpr (std::is_enum_v<T>) {
-      w.integer<std::underlying_type_t<T>>(static_cast<std::underlying_type_t<T>>(v));
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      w.bytes(v);
-    } else if constexpr (is_optional_v<T>) {
-      w.integer<std::uint8_t>(v.has_value() ? 1 : 0);
-      if (v) key_codec<typename T::value_type>::write(w, *v);
-    } else if constexpr (is_duration<T>::value) {
-      w.integer<typename T::rep>(v.count());
-    } else if constexpr (is_time_point_v<T>) {
-      w.integer<typename T::rep>(v.time_since_epoch().count());
-    } else {  // tuple
-      std::apply([&](const auto&... xs) {
-        (key_codec<std::remove_cvref_t<decltype(xs)>>::write(w, xs), ...);
-      }, v);
-    }
-  }
-  static T read(byte_reader& r) {
-    if constexpr (std::is_same_v<T, bool>) {
-      const auto b = r.integer<std::uint8_t>();
-      if (b > 1) r.fail("a boolean key column is neither 0 nor 1");
-      return b == 1;
-    } else if constexpr (std::is_integral_v<T>) {
-      return r.integer<T>();
-    } else if constexpr (std::is_enum_v<T>) {
-      return static_cast<T>(r.integer<std::underlying_type_t<T>>());
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      return std::string(r.bytes());
-    } else if constexpr (is_optional_v<T>) {
-      const auto present = r.integer<std::uint8_t>();
-      if (present > 1) r.fail("an optional key column's null flag is neither 0 nor 1");
-      if (present == 0) return T{};
-      return T{key_codec<typename T::value_type>::read(r)};
-    } else if constexpr (is_duration<T>::value) {
-      return T(r.integer<typename T::rep>());
-    } else if constexpr (is_time_point_v<T>) {
-      return T(typename T::duration(r.integer<typename T::rep>()));
-    } else {  // tuple: braced init evaluates left to right
-      return []<class... Ts>(byte_reader& rd, std::type_identity<std::tuple<Ts...>>) {
-        return std::tuple<Ts...>{key_codec<Ts>::read(rd)...};
-      }(r, std::type_identity<T>{});
-    }
-  }
-};
+// State serialisation (R-DEDUP-6): detail/byte_codec.hpp.
 
 /// Copies the key of `r` into `out`, reusing `out`'s buffers (a string key
 /// column is copy-assigned, so a recycled slot allocates nothing).
@@ -501,7 +364,8 @@ class DedupWithinWatermark {
                   "serialised. Checkpointed identity columns must be integers, bool, enums, "
                   "std::string, std::chrono durations or time points, or std::optional of "
                   "those; convert other columns to one of these (R-DEDUP-6).");
-    detail::byte_reader r{data, 0, &name_};
+    detail::byte_reader r{data, 0, name_,
+                          "; the operator's state is unchanged (R-DEDUP-6)"};
     r.need(sizeof detail::dedup_magic);
     if (data.substr(0, sizeof detail::dedup_magic) !=
         std::string_view(detail::dedup_magic, sizeof detail::dedup_magic)) {
@@ -861,10 +725,10 @@ class DedupWithinWatermark {
           hashes[j % ring] = detail::key_hash<key_type>{}(s.slab[v[j]].key);
           s.index.prefetch(slot_probe{v[j], hashes[j % ring]});
         };
-        for (std::size_t j = 0; j < std::min(n, 2 * d); ++j) __builtin_prefetch(&s.slab[v[j]]);
+        for (std::size_t j = 0; j < std::min(n, 2 * d); ++j) detail::prefetch(&s.slab[v[j]]);
         for (std::size_t j = 0; j < std::min(n, d); ++j) prime(j);
         for (std::size_t i = 0; i < n; ++i) {
-          if (i + 2 * d < n) __builtin_prefetch(&s.slab[v[i + 2 * d]]);
+          if (i + 2 * d < n) detail::prefetch(&s.slab[v[i + 2 * d]]);
           if (i + d < n) prime(i + d);
           s.index.erase(slot_probe{v[i], hashes[i % ring]});
           s.free.push_back(v[i]);

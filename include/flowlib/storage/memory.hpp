@@ -4,25 +4,13 @@
 // a stable row id, in segments that never move; erased slots are reused. Not
 // durable.
 //
-// The row-store contract every storage policy meets (see `row_store`):
-//   - ids are stable until the row is erased;
-//   - every id handed out is below id_bound(), and one insert raises
-//     id_bound() by at most one (flows keep per-row side arrays indexed by
-//     id and size them by id_bound() plus the inserts to come);
-//   - after reserve(n) succeeds, up to n inserts and any number of assign()
-//     and erase() calls do not allocate and do not throw (given a row type
-//     whose move operations are noexcept). Flows rely on this to stage a
-//     batch, reserve, and then commit it without a failure point, so a batch
-//     is applied all-or-nothing without an undo log.
-//
-// Optional hooks, used by flows when a store has them (the memory store has
-// all three): prefetch(id), a hint before a row is read or written;
-// emplace_with(make), which constructs the row make() returns in its slot;
-// emplace_each(batch, make), which does so for a whole batch, all or nothing
-// (append flows use it: a row is copied once, straight into its slot).
+// It meets the row-store contract (storage/row_store.hpp) and has every
+// optional hook listed there.
 #pragma once
 
+#include <flowlib/detail/prefetch.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/storage/row_store.hpp>
 
 #include <algorithm>
 #include <array>
@@ -47,63 +35,7 @@
 
 namespace flowlib {
 
-/// @brief Stable identifier of a row inside a row store.
-using row_id = std::uint32_t;
-
-/// @brief The interface between tables (and the flows writing them) and a
-/// storage policy's per-table row store.
-template <class S>
-concept row_store =
-    requires { typename S::row_type; } &&
-    requires(S& s, const S& cs, typename S::row_type&& r, row_id id, std::size_t n) {
-      { s.insert(std::move(r)) } -> std::same_as<row_id>;
-      s.assign(id, std::move(r));
-      s.erase(id);
-      s.reserve(n);
-      s.clear();
-      { cs.get(id) } -> std::same_as<const typename S::row_type&>;
-      { cs.size() } -> std::convertible_to<std::size_t>;
-      { cs.id_bound() } -> std::convertible_to<std::size_t>;
-      { cs.rows() } -> std::ranges::forward_range;
-    };
-
-/// @brief A storage policy: `Policy::store<Row>` is its row store.
-template <class Policy, class Row>
-concept table_storage = row_store<typename Policy::template store<Row>>;
-
 namespace detail {
-
-/// Optional hook of a row store: `s.prefetch(id)` hints that row `id` is
-/// about to be read or written. A no-op for stores without it.
-template <class Store>
-inline void prefetch_row(const Store& s, row_id id) noexcept {
-  if constexpr (requires { s.prefetch(id); }) s.prefetch(id);
-}
-
-/// Makes room in `s` for `n` inserts about to be made one at a time, with
-/// the optional hook reserve_fresh where the store has it (it may also map
-/// their memory in at once), else with reserve.
-template <class Store>
-inline void reserve_rows(Store& s, std::size_t n) {
-  if constexpr (requires { s.reserve_fresh(n); }) {
-    s.reserve_fresh(n);
-  } else {
-    s.reserve(n);
-  }
-}
-
-/// Inserts the row `make()` returns (capacity reserved, as for insert()):
-/// built in its slot with the optional hook emplace_with where the store
-/// has it (no temporary row, no move), else built and moved in. If make()
-/// throws, the store is unchanged.
-template <class Store, class Make>
-inline row_id insert_made(Store& s, Make&& make) {
-  if constexpr (requires { s.emplace_with(std::forward<Make>(make)); }) {
-    return s.emplace_with(std::forward<Make>(make));
-  } else {
-    return s.insert(std::forward<Make>(make)());
-  }
-}
 
 /// The memory store's row slots, addressed by row id.
 ///   - Slots live in segments of geometrically growing size (64, 128, 256,
@@ -329,13 +261,8 @@ class memory_row_store {
   Row& get(row_id id) noexcept { return row(id); }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
-    const char* p = reinterpret_cast<const char*>(slot_at(id));
-    __builtin_prefetch(p, 1);
-    if constexpr (sizeof(slot) > 1) {  // the last byte's line, when the row straddles two
-      if ((reinterpret_cast<std::uintptr_t>(p) & 63) + sizeof(slot) > 64) {
-        __builtin_prefetch(p + sizeof(slot) - 1, 1);
-      }
-    }
+    // The last byte's line too, when the row straddles two.
+    prefetch_straddling_exact<access::write>(slot_at(id), sizeof(slot));
   }
 
   std::size_t size() const noexcept { return live_; }
