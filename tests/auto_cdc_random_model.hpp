@@ -259,7 +259,7 @@ void run_cases(int cases, unsigned seed0, bool truncates, Expected&& expected, b
     // Every other case takes the SCD2 one-pass path however few its keys
     // (the default keeps small targets on the planned path).
     fl::CdcSettings settings;
-    if (n % 2 == 1) settings.scd2_one_pass_min_keys = 0;
+    if (n % 2 == 1) settings.tuning.scd2_one_pass_min_keys = 0;
     Flow flow{"random_cdc", settings};
     apply_randomly(rng, flow, table, changes, !ties);
     const auto once = table.sorted_rows();

@@ -220,7 +220,7 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes th
   // upsert with the open version's values, a delete with none open); late
   // changes are placed among both kinds, in the planned path and the one pass.
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // however few keys
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, Storage> t{"h"};
     Scd2Flow flow{"late_among_kept", settings};
@@ -303,7 +303,7 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5 R-CDC-7: SCD2 one batch mixing a key's late,
       {1, "A", "X", 10, 15}, {1, "B", "Y", 20, 25}, {1, "C", "Z", 15, 20}, {1, "E", "E", 30, 40},
       {1, "F", "F", 25, 30}, {2, "P", "Q", 35, {}}, {2, "R", "S", 10, 35}};
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // however few keys
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
   std::vector<fl::BatchStats> stats;
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, Storage> t{"h"};
@@ -438,8 +438,8 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-4: updates right after new keys that make the 
 
     // SCD2: the one pass against the planned path (which reserves first).
     fl::CdcSettings one, planned;
-    one.scd2_one_pass_min_keys = 0;
-    planned.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
+    one.tuning.scd2_one_pass_min_keys = 0;
+    planned.tuning.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
     Scd2Flow f1{"users_cdc", one}, f2{"users_cdc", planned};
     fl::StreamingTable<UserHistory, Storage> t1{"h1"}, t2{"h2"};
     for (const auto* b : {&initial, &grow, &late}) {
@@ -1044,7 +1044,7 @@ TEST_CASE("R-CDC-4: a late change rewrites a few versions, however long the hist
   // late change rewrote every version after it).
   using Store = counting::counting_row_store<UserHistory>;
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
@@ -1097,9 +1097,9 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
   // earliest to the last and rewrote every version in between).
   using Store = counting::counting_row_store<UserHistory>;
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
-    CAPTURE(settings.scd2_one_pass_min_keys);
+    CAPTURE(settings.tuning.scd2_one_pass_min_keys);
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
     std::vector<UserHistory> want = counting::long_history(flow, t);
@@ -1121,7 +1121,7 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
     // version (the one pass builds it in its slot, which the store does not
     // count). Derived from the earliest late change to the last, this batch
     // wrote 198 rows (146 on the one pass).
-    const std::size_t in_order = settings.scd2_one_pass_min_keys == 0 ? 0 : 1;
+    const std::size_t in_order = settings.tuning.scd2_one_pass_min_keys == 0 ? 0 : 1;
     CHECK(Store::writes == 3 + 3 + 4 + 2 + in_order);
     CHECK(stats.upserted_rows == 5);
     CHECK(stats.deleted_rows == 1);
