@@ -24,6 +24,11 @@ TEST_CASE("R-CDC-5: SCD2 ties on key and sequence, source order kept, random bat
                          [](const auto& c) { return reference_scd2(c, true, false); }, /*ties=*/true);
 }
 
+TEST_CASE("R-CDC-5 R-CDC-6: SCD2 ignore_null_updates with ties, source order kept") {
+  run_cases<Scd2Ignore>(kVariantCases, 27000, /*truncates=*/false,
+                        [](const auto& c) { return reference_scd2(c, true, true); }, /*ties=*/true);
+}
+
 // --- The one-pass path against the planned path -----------------------------------
 //
 // With every column tracked, a batch for a target the flow already
