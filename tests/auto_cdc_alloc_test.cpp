@@ -109,7 +109,7 @@ TEST_CASE_TEMPLATE("R-CDC-5: AUTO CDC: a batch failing at any allocation changes
                    FLOWTEST_STORAGE_POLICIES) {
   using namespace alloc;
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // SCD2 too takes its one pass, however few keys
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // SCD2 too takes its one pass, however few keys
   long failures[3] = {0, 0, 0};
   for (unsigned n = 0; n < 60; ++n) {
     std::mt19937 rng(120000 + n);

@@ -24,13 +24,18 @@ TEST_CASE("R-CDC-5: SCD2 ties on key and sequence, source order kept, random bat
                          [](const auto& c) { return reference_scd2(c, true, false); }, /*ties=*/true);
 }
 
+TEST_CASE("R-CDC-5 R-CDC-6: SCD2 ignore_null_updates with ties, source order kept") {
+  run_cases<Scd2Ignore>(kVariantCases, 27000, /*truncates=*/false,
+                        [](const auto& c) { return reference_scd2(c, true, true); }, /*ties=*/true);
+}
+
 // --- The one-pass path against the planned path -----------------------------------
 //
 // With every column tracked, a batch for a target the flow already
 // maintains is applied in one pass (here however few its keys:
-// CdcSettings::scd2_one_pass_min_keys) where each change follows its key's
+// CdcTuning::scd2_one_pass_min_keys) where each change follows its key's
 // kept ones; a key's late or tied changes are set aside and planned after
-// the pass (see apply_one_pass_scd2 in flows/auto_cdc.hpp). The outcome,
+// the pass (see apply_one_pass in flows/cdc/scd2_one_pass.hpp). The outcome,
 // the flow's state and every metric must be the planned path's, batch after
 // batch, and a batch failing anywhere, in the pass or in planning the
 // set-aside changes, must change nothing.
@@ -62,7 +67,7 @@ TEST_CASE_TEMPLATE(
   for (unsigned n = 0; n < 600; ++n) {
     std::mt19937 rng(50000 + n);
     fl::CdcSettings one_pass;
-    one_pass.scd2_one_pass_min_keys = 0;  // however few keys
+    one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
     Scd2Flow fast{"random_cdc", one_pass};
     Scd2Flow planned{"random_cdc"};
     fl::StreamingTable<Version, Storage> a{"a"};
@@ -91,7 +96,7 @@ TEST_CASE_TEMPLATE("R-CDC-5: SCD2 one pass: a batch failing anywhere changes not
     std::mt19937 rng(80000 + n);
     CountingDelete pred;
     fl::CdcSettings one_pass;
-    one_pass.scd2_one_pass_min_keys = 0;
+    one_pass.tuning.scd2_one_pass_min_keys = 0;
     Scd2Flow flow{"random_cdc", one_pass, fl::apply_as_deletes<CountingDelete>{pred}, Cols{}};
     Scd2Flow planned{"random_cdc"};
     fl::StreamingTable<Version, Storage> t{"t"};

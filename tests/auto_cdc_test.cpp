@@ -10,6 +10,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <ranges>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -220,7 +222,7 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes th
   // upsert with the open version's values, a delete with none open); late
   // changes are placed among both kinds, in the planned path and the one pass.
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // however few keys
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, Storage> t{"h"};
     Scd2Flow flow{"late_among_kept", settings};
@@ -303,7 +305,7 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5 R-CDC-7: SCD2 one batch mixing a key's late,
       {1, "A", "X", 10, 15}, {1, "B", "Y", 20, 25}, {1, "C", "Z", 15, 20}, {1, "E", "E", 30, 40},
       {1, "F", "F", 25, 30}, {2, "P", "Q", 35, {}}, {2, "R", "S", 10, 35}};
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // however few keys
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
   std::vector<fl::BatchStats> stats;
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, Storage> t{"h"};
@@ -438,8 +440,8 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-4: updates right after new keys that make the 
 
     // SCD2: the one pass against the planned path (which reserves first).
     fl::CdcSettings one, planned;
-    one.scd2_one_pass_min_keys = 0;
-    planned.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
+    one.tuning.scd2_one_pass_min_keys = 0;
+    planned.tuning.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
     Scd2Flow f1{"users_cdc", one}, f2{"users_cdc", planned};
     fl::StreamingTable<UserHistory, Storage> t1{"h1"}, t2{"h2"};
     for (const auto* b : {&initial, &grow, &late}) {
@@ -729,15 +731,28 @@ TEST_CASE_TEMPLATE("R-CDC-7: metrics, expectations, and one target per flow", St
 
 TEST_CASE_TEMPLATE("R-CDC-1: an input range of rvalues is moved from; a container is not", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
+  // A container (lvalue elements): copied, left as it was.
   fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
-  const auto changes = feed();
-  flow.apply(t, changes);
-  CHECK(changes[0].name == std::optional<std::string>("Raul"));
+  const auto kept = feed();
+  flow.apply(t, kept);
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    CHECK(kept[i].name == feed()[i].name);
+    CHECK(kept[i].operation == feed()[i].operation);
+  }
+  // A range of rvalues (move iterators): every staged change is moved from;
+  // a flow that copied would leave the strings as they were.
   fl::StreamingTable<User, Storage> t2{"u2"};
   Scd1Flow f2;
-  f2.apply(t2, feed());  // a prvalue vector: elements copied (lvalues)
+  auto changes = feed();
+  f2.apply(t2, std::ranges::subrange(std::make_move_iterator(changes.begin()),
+                                     std::make_move_iterator(changes.end())));
   CHECK(t2.sorted_rows() == scd1_expected);
+  for (const Change& c : changes) {
+    CAPTURE(c.userId);
+    CHECK(c.operation.empty());  // moved-from std::string (libstdc++ and libc++ leave it empty)
+  }
+  CHECK(changes[0].name == std::optional<std::string>(""));
 }
 
 namespace users {
@@ -1044,7 +1059,7 @@ TEST_CASE("R-CDC-4: a late change rewrites a few versions, however long the hist
   // late change rewrote every version after it).
   using Store = counting::counting_row_store<UserHistory>;
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
@@ -1097,9 +1112,9 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
   // earliest to the last and rewrote every version in between).
   using Store = counting::counting_row_store<UserHistory>;
   fl::CdcSettings one_pass;
-  one_pass.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  one_pass.tuning.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
-    CAPTURE(settings.scd2_one_pass_min_keys);
+    CAPTURE(settings.tuning.scd2_one_pass_min_keys);
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
     std::vector<UserHistory> want = counting::long_history(flow, t);
@@ -1121,7 +1136,7 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
     // version (the one pass builds it in its slot, which the store does not
     // count). Derived from the earliest late change to the last, this batch
     // wrote 198 rows (146 on the one pass).
-    const std::size_t in_order = settings.scd2_one_pass_min_keys == 0 ? 0 : 1;
+    const std::size_t in_order = settings.tuning.scd2_one_pass_min_keys == 0 ? 0 : 1;
     CHECK(Store::writes == 3 + 3 + 4 + 2 + in_order);
     CHECK(stats.upserted_rows == 5);
     CHECK(stats.deleted_rows == 1);
@@ -1141,4 +1156,163 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
     flow.apply(t, batch);
     CHECK(counting::by_start(t.sorted_rows()) == counting::by_start(want));
   }
+}
+
+// --- full refresh (R-EXACT-5) -------------------------------------------------------
+
+TEST_CASE_TEMPLATE("R-EXACT-5: SCD1 after a full refresh of its target applies as to a new table",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  const std::vector<Change> before{{1, "a", "x", "INSERT", 1}, {2, "b", "x", "INSERT", 1},
+                                   {4, "d", "x", "DELETE", 9}, {5, "e", "x", "TRUNCATE", 1}};
+  const std::vector<Change> after{{1, "c", "y", "UPDATE", 2}, {3, "d", "y", "INSERT", 2},
+                                  {4, "e", "y", "INSERT", 3}};
+  fl::StreamingTable<User, Storage> users{"users"};
+  Scd1Flow flow{"users_cdc"};
+  flow.apply(users, before);
+  users.full_refresh();
+  const fl::BatchStats s = flow.apply(users, after);
+  fl::StreamingTable<User, Storage> fresh{"fresh"};
+  Scd1Flow fresh_flow{"fresh_cdc"};
+  const fl::BatchStats r = fresh_flow.apply(fresh, after);
+  CHECK(users.sorted_rows() == std::vector<User>{{1, "c", "y"}, {3, "d", "y"}, {4, "e", "y"}});
+  CHECK(users.sorted_rows() == fresh.sorted_rows());
+  CHECK(s == r);
+  CHECK(flow.key_count() == fresh_flow.key_count());
+  CHECK(flow.tombstone_count() == 0);
+  CHECK(!flow.truncate_floor().has_value());
+  // And again, a second refresh, in one pass this time (the flow maintains the table).
+  flow.apply(users, after);
+  users.full_refresh();
+  flow.apply(users, before);
+  flow.apply(users, after);
+  fl::StreamingTable<User, Storage> fresh2{"fresh2"};
+  Scd1Flow fresh_flow2{"fresh_cdc2"};
+  fresh_flow2.apply(fresh2, before);
+  fresh_flow2.apply(fresh2, after);
+  CHECK(users.sorted_rows() == fresh2.sorted_rows());
+}
+
+TEST_CASE_TEMPLATE("R-EXACT-5: SCD2 after a full refresh of its target applies as to a new table",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+    CAPTURE(min_keys);
+    fl::CdcSettings settings;
+    settings.tuning.scd2_one_pass_min_keys = min_keys;  // one pass, or planned
+    const std::vector<Change> before{{1, "a", "x", "INSERT", 1}, {2, "b", "x", "INSERT", 1},
+                                     {1, "a", "z", "UPDATE", 4}};
+    const std::vector<Change> after{{1, "c", "y", "UPDATE", 2}, {3, "d", "y", "INSERT", 2}};
+    const std::vector<Change> later{{1, "e", "y", "UPDATE", 3}, {3, "d", "y", "DELETE", 5}};
+    fl::StreamingTable<UserHistory, Storage> users{"users"};
+    Scd2Flow flow{"users_cdc", settings};
+    flow.apply(users, before);
+    users.full_refresh();
+    flow.apply(users, after);
+    const fl::BatchStats s = flow.apply(users, later);
+    fl::StreamingTable<UserHistory, Storage> fresh{"fresh"};
+    Scd2Flow fresh_flow{"fresh_cdc", settings};
+    fresh_flow.apply(fresh, after);
+    const fl::BatchStats r = fresh_flow.apply(fresh, later);
+    CHECK(users.sorted_rows() == std::vector<UserHistory>{{1, "c", "y", 2, 3},
+                                                          {1, "e", "y", 3, std::nullopt},
+                                                          {3, "d", "y", 2, 5}});
+    CHECK(users.sorted_rows() == fresh.sorted_rows());
+    CHECK(s == r);
+    CHECK(flow.key_count() == fresh_flow.key_count());
+  }
+}
+
+TEST_CASE_TEMPLATE("R-EXACT-5: a ONCE flow runs again after a full refresh of its target",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  using OnceFlow = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
+                               NotStored, fl::Once>;
+  const std::vector<Change> backfill{{1, "a", "x", "INSERT", 1}, {2, "b", "x", "INSERT", 1}};
+  const std::vector<Change> again{{1, "c", "y", "INSERT", 1}, {3, "d", "y", "INSERT", 1}};
+  fl::StreamingTable<User, Storage> users{"users"};
+  OnceFlow flow{"backfill"};
+  flow.apply(users, backfill);
+  CHECK(flow.done());
+  CHECK(flow.apply(users, again).skipped);  // ONCE: nothing read
+  users.full_refresh();
+  const fl::BatchStats s = flow.apply(users, again);
+  CHECK(!s.skipped);
+  CHECK(flow.done());
+  fl::StreamingTable<User, Storage> fresh{"fresh"};
+  OnceFlow fresh_flow{"fresh"};
+  CHECK(s == fresh_flow.apply(fresh, again));
+  CHECK(users.sorted_rows() == std::vector<User>{{1, "c", "y"}, {3, "d", "y"}});
+  CHECK(users.sorted_rows() == fresh.sorted_rows());
+  // reset() keeps its meaning: the ONCE marker only.
+  flow.reset();
+  CHECK(!flow.done());
+  CHECK(flow.key_count() == 2);
+}
+
+// --- ties under ignore_null_updates (R-CDC-5) --------------------------------------
+
+TEST_CASE_TEMPLATE("R-CDC-5 R-CDC-6: ignore_null_updates: tied changes apply in source order, SCD1 and SCD2 alike",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  using Ign1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
+                           fl::ignore_null_updates>;
+  using Ign2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
+                           NotStored, fl::ignore_null_updates>;
+  const std::vector<Change> stored{{1, "P", "X", "INSERT", 1}};
+  const std::vector<Change> tied{{1, "A", std::nullopt, "UPDATE", 5},
+                                 {1, std::nullopt, "Y", "UPDATE", 5}};
+  const std::vector<UserHistory> scd2_want{{1, "A", "Y", 5, std::nullopt}, {1, "P", "X", 1, 5}};
+  {  // within one batch
+    fl::StreamingTable<User, Storage> t{"t"};
+    fl::StreamingTable<UserHistory, Storage> h{"h"};
+    Ign1 f1;
+    Ign2 f2;
+    f1.apply(t, stored);
+    f2.apply(h, stored);
+    const fl::BatchStats s1 = f1.apply(t, tied);
+    const fl::BatchStats s2 = f2.apply(h, tied);
+    CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Y"}});
+    CHECK(h.sorted_rows() == scd2_want);
+    CHECK(s1.tied_rows == 1);
+    CHECK(s2.tied_rows == 1);
+  }
+  {  // across batches, and a late change then re-deriving the key's history
+    fl::StreamingTable<User, Storage> t{"t"};
+    fl::StreamingTable<UserHistory, Storage> h{"h"};
+    Ign1 f1;
+    Ign2 f2;
+    f1.apply(t, stored);
+    f2.apply(h, stored);
+    for (const Change& c : tied) {
+      f1.apply(t, std::vector<Change>{c});
+      f2.apply(h, std::vector<Change>{c});
+    }
+    CHECK(t.sorted_rows() == std::vector<User>{{1, "A", "Y"}});
+    CHECK(h.sorted_rows() == scd2_want);
+    f2.apply(h, std::vector<Change>{{1, std::nullopt, "Z", "UPDATE", 3}});
+    CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "Y", 5, std::nullopt},
+                                                      {1, "P", "X", 1, 3},
+                                                      {1, "P", "Z", 3, 5}});
+  }
+}
+
+TEST_CASE_TEMPLATE("R-CDC-5: strict_sequence: an identical redelivery is counted and changes nothing, SCD1 and SCD2",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
+                              NotStored, fl::strict_sequence>;
+  using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
+                              NotStored, fl::strict_sequence>;
+  fl::StreamingTable<User, Storage> t{"u"};
+  fl::StreamingTable<UserHistory, Storage> h{"h"};
+  Strict1 f1{"strict1"};
+  Strict2 f2{"strict2"};
+  f1.apply(t, feed());
+  f2.apply(h, feed());
+  // The same change twice in one batch, and once more than stored.
+  const std::vector<Change> redelivery{{126, "Lily", "Cancun", "INSERT", 2},
+                                       {126, "Lily", "Cancun", "INSERT", 2}};
+  fl::BatchStats s1, s2;
+  REQUIRE_NOTHROW(s1 = f1.apply(t, redelivery));
+  REQUIRE_NOTHROW(s2 = f2.apply(h, redelivery));
+  CHECK(s1.tied_rows == 2);
+  CHECK(s2.tied_rows == 2);
+  CHECK(t.sorted_rows() == scd1_expected);
+  CHECK(h.sorted_rows() == scd2_expected);
 }

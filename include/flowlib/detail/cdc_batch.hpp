@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -239,5 +240,36 @@ struct cdc_batch {
     mask = cap - 1;
   }
 };
+
+/// Per-target scratch rows of a change-feed flow, created on the first
+/// apply() (the target's row type is known only there). Type-erased only
+/// at the flow level: one cast per batch, no virtual call per row.
+struct cdc_target_scratch_base {
+  virtual ~cdc_target_scratch_base() = default;
+};
+template <class Target>
+struct cdc_target_scratch final : cdc_target_scratch_base {
+  static_assert(std::is_default_constructible_v<Target>,
+                "flowlib::AutoCdc: the target row type must be default-constructible (the "
+                "flow builds target rows column by column).");
+  std::vector<Target> rows;  // slots kept across batches; [0, used) belong to this batch
+  std::size_t used = 0;
+  std::uint32_t alloc() {
+    if (used == rows.size()) rows.emplace_back();
+    return static_cast<std::uint32_t>(used++);
+  }
+  static const void* tag() noexcept {
+    static const char t = 0;
+    return &t;
+  }
+};
+
+/// Makes room for n elements in v, growing its capacity geometrically, so
+/// that vectors reserved batch after batch (before an all-or-nothing
+/// commit) are not reallocated to the exact size every time.
+template <class V>
+void cdc_reserve_grow(V& v, std::size_t n) {
+  if (n > v.capacity()) v.reserve(std::max(n, 2 * v.capacity()));
+}
 
 }  // namespace flowlib::detail

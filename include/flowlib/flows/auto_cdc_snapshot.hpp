@@ -39,9 +39,17 @@
 // (every mapped column needs operator==). State: one entry per current key.
 #pragma once
 
+#include <flowlib/columns.hpp>
+#include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/cdc_batch.hpp>
+#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/key_index.hpp>
 #include <flowlib/detail/target_binding.hpp>
-#include <flowlib/flows/auto_cdc.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/flows/cdc/options.hpp>
+#include <flowlib/schema.hpp>
+#include <flowlib/stats.hpp>
+#include <flowlib/table.hpp>
 
 #include <range/v3/view/move.hpp>
 

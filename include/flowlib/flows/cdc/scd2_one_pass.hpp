@@ -1,0 +1,357 @@
+// flowlib/flows/cdc/scd2_one_pass.hpp
+//
+// AUTO CDC, SCD type 2: the engine (cdc_scd2), which applies a batch for a
+// large target it already maintains in one pass over the changes (with a
+// compact history), and otherwise plans it (cdc/scd2.hpp). Both give the
+// same table and metrics. Internal.
+#pragma once
+
+#include <flowlib/detail/cdc_batch.hpp>
+#include <flowlib/flows/cdc/scd2.hpp>
+#include <flowlib/storage/memory.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ranges>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace flowlib::detail {
+
+/// The SCD2 engine: one pass where it applies, else planned.
+template <class K, class S, class Scd, class... Options>
+class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
+  using base = cdc_scd2_planned<K, S, Scd, Options...>;
+
+ public:
+  using base::base;
+
+  /// Applies one batch (the facade has checked the target and ONCE).
+  template <class Table, class R, class... P>
+  void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
+             const void* owner, std::string_view kind) {
+    using Target = typename Table::row_type;
+    auto& ts = this->template target_scratch<Target>();
+    ts.used = 0;
+    auto& store = target.store();
+    if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
+      // The first batch also claims the target: planned.
+      if (target_ == &target && index_.size() >= settings_.tuning.scd2_one_pass_min_keys) {
+        apply_one_pass(store, ts, batch, checks, stats);
+        return;
+      }
+    }
+    this->apply_planned(target, store, ts, batch, checks, stats, owner, kind);
+  }
+
+  /// As new (R-EXACT-5), the one pass's scratch freed too.
+  void reset_state() noexcept {
+    base::reset_state();
+    pass_ = 0;
+    pass_records_ = {};
+    deferred_ = {};
+    lookahead_entries_ = {};
+  }
+
+ private:
+  using typename base::opts;
+  using typename base::change_type;
+  using typename base::key_type;
+  using typename base::sequence_type;
+  using typename base::traits;
+  using typename base::op;
+  using typename base::probe;
+  using typename base::scratch_type;
+  using typename base::ignored_cols;
+  using typename base::scd2_pass_record;
+  using typename base::scd2_plan_context;
+  using typename base::ref_event;
+  using typename base::scd2_entry;
+  using typename base::entry;
+  template <class T>
+  using mapping = typename base::template mapping<T>;
+  template <class T>
+  using start_col = typename base::template start_col<T>;
+  template <class T>
+  using end_col = typename base::template end_col<T>;
+  using base::name_;
+  using base::settings_;
+  using base::key_;
+  using base::seq_;
+  using base::target_;
+  using base::classify;
+  using base::throw_null_sequence;
+  using base::stage_batch;
+  using base::prefetch_change;
+  using base::prefetch_entry;
+  using base::index_;
+  using base::compact_history;
+  template <class Store, class Target>
+  static constexpr bool close_in_place = base::template close_in_place<Store, Target>;
+  using base::latest_seq;
+  using base::plan_batch;
+  using base::reserve_planned;
+  using base::commit_planned;
+
+  // SCD2 in one pass: with a compact history, where every change of a key
+  // that follows all of its stored ones is applied straight into the target.
+  template <class Store, class Target, class R>
+  static constexpr bool one_pass =
+      compact_history && close_in_place<Store, Target> && std::ranges::forward_range<R> &&
+      std::is_lvalue_reference_v<std::ranges::range_reference_t<R>> &&
+      std::is_same_v<std::remove_cvref_t<std::ranges::range_reference_t<R>>, change_type> &&
+      std::is_nothrow_move_constructible_v<Target> && std::is_nothrow_move_assignable_v<Target>;
+
+  // --- SCD type 2 in one pass ------------------------------------------------------------
+  //
+  // With a compact history (see compact_history), a batch for a target the
+  // flow already maintains is applied in one pass over the changes, in
+  // source order: a change that follows every stored change of its key (the
+  // common case) closes the key's open version in place and opens a new
+  // one, or extends the open one when its values are the same (R-CDC-4);
+  // only the changes that open or close no version are written to the
+  // history (see compact_history). A change at or below its key's latest
+  // stored change (late, or a tie) would re-derive the key's history: it is
+  // set aside and planned after the pass, over the state the pass left
+  // (plan_batch sees the changes applied by the pass as stored ones); the
+  // key's later changes that follow all of its stored ones still go through
+  // the pass (see the step below). The outcome is the planned path's: a
+  // key's changes in sequence order, the later in source order winning a
+  // tie (R-CDC-1, R-CDC-5); so are the metrics, once a tie with a change of
+  // the same pass is counted as the planned path counts a tie within the
+  // batch (scd2_pass_context).
+  //
+  // All-or-nothing: an undo record per key touched holds the sizes of its
+  // history and versions before the pass, and whether the pass closed its
+  // stored open version; on any error (null sequence, expectation `fail`,
+  // a throwing predicate or copy, planning the set-aside changes) the
+  // records restore every key, erase the rows the pass inserted and drop
+  // the keys it created.
+
+
+  template <class Store, class Target, class R, class... P>
+  void apply_one_pass(Store& store, cdc_target_scratch<Target>& ts, R& batch,
+                           const Expectations<P...>& checks, BatchStats& stats) {
+    using Map = mapping<Target>;
+    pass_records_.clear();
+    deferred_.clear();
+    if (++pass_ == 0) {  // wrapped: no entry may look touched by this pass
+      for (auto& kv : index_) kv.second.pass = 0;
+      pass_ = 1;
+    }
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+    std::size_t n_changes = 4096;  // (a bound for the chunks of fresh rows)
+    if constexpr (std::ranges::sized_range<R>) {
+      n_changes = static_cast<std::size_t>(std::ranges::size(batch));
+    }
+    std::size_t fresh_rows = 0;  // rows reserved but not yet inserted
+
+    // One change. `e` is the key's entry when the caller found it already
+    // (nullptr: look it up).
+    const auto step = [&](const change_type& r, std::size_t h, scd2_entry* e) {
+      ++stats.input_rows;
+      if constexpr (sizeof...(P) > 0) {
+        if (!checks.check(r, counts, name_, describe)) {
+          ++stats.dropped_rows;
+          return;
+        }
+      }
+      std::optional<sequence_type> so = seq_(r);
+      if (!so) throw_null_sequence(r);
+      const sequence_type& s = *so;
+      const bool remove = classify(r) == op::remove;
+      if (e == nullptr) {
+        auto it = index_.find(probe{&r, h});
+        if (it != index_.end()) e = &it->second;
+      }
+      scd2_pass_record* u;
+      if (e != nullptr && e->pass == pass_) {
+        u = &pass_records_[e->rec];
+      } else {  // the key's first change in this pass: its undo record
+        const auto ri = static_cast<std::uint32_t>(pass_records_.size());
+        if (e != nullptr) {
+          pass_records_.push_back({&r, static_cast<std::uint32_t>(e->history.size()),
+                            static_cast<std::uint32_t>(e->versions.size()), true, false});
+        } else {
+          key_type k = key_(r);
+          pass_records_.push_back({&r, 0, 0, false, false});
+          const std::uint64_t gen = index_.generation();
+          e = &index_.try_emplace(std::move(k)).first->second;
+          if (index_.generation() != gen) lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+        }
+        e->pass = pass_;
+        e->rec = ri;
+        u = &pass_records_.back();
+      }
+      auto& hist = e->history;  // only the changes the versions do not show
+      auto& vs = e->versions;
+      // The key's last version, looked up once; it is closed before room is
+      // made for a new version, so a store whose reserve or insert moves
+      // rows is no concern.
+      Target* const last = vs.empty() ? nullptr : &store.get(vs.back());
+      const bool open = last != nullptr && !end_col<Target>::get(*last).has_value();
+      // A late or tied change is set aside and planned after the pass. The
+      // key's later changes still apply here when they are in order: each
+      // is above the key's latest sequence, so above every change of the
+      // key set aside before it, and ties none of them. The planned path's
+      // result depends on arrival order only through ties, and a set-aside
+      // change tied with a change the pass applied came later in the source
+      // and wins (the tie fix of plan_scd2).
+      if (const sequence_type* latest = latest_seq(*e, last); latest != nullptr && !(*latest < s)) {
+        deferred_.push_back(&r);
+        return;
+      }
+      ++(remove ? stats.deleted_rows : stats.upserted_rows);
+      const auto close = [&] {  // the open version ends at s
+        if (vs.size() == u->vers_size) u->closed = true;  // a stored one, closed in place
+        end_col<Target>::get(*last) = s;
+      };
+      // A change that opens or closes no version is kept in the history
+      // (room first: the push cannot fail).
+      const auto keep = [&](std::uint32_t version) {
+        cdc_reserve_grow(hist, hist.size() + 1);
+        hist.push_back(ref_event{s, version, remove});
+      };
+      if (remove) {
+        if (open) {
+          close();
+        } else {
+          keep(0);
+        }
+        return;
+      }
+      if (open && Map::tracked_equal(*last, r)) {  // same values: no new version
+        keep(static_cast<std::uint32_t>(vs.size() - 1));
+        return;
+      }
+      // (Closed first, while `last` is valid: if making room for the new
+      // version or building it throws, the undo restores it.)
+      if (open) close();
+      cdc_reserve_grow(vs, vs.size() + 1);
+      // Room for the new versions, a chunk at a time: where the store maps
+      // their memory in at once (reserve_rows), one system call per chunk
+      // replaces a page fault per page, and at most a chunk is left unused.
+      if (fresh_rows == 0) {
+        fresh_rows = std::clamp<std::size_t>(n_changes, 1, 4096);
+        reserve_rows(store, fresh_rows);
+      }
+      // The new version is built in its slot, not aside and moved in.
+      const row_id id = insert_made(store, [&]() -> Target {
+        Target t{};
+        Map::assign(t, r);
+        start_col<Target>::get(t) = s;
+        end_col<Target>::get(t).reset();
+        return t;
+      });
+      --fresh_rows;
+      vs.push_back(id);
+    };
+
+    try {
+      if constexpr (std::ranges::contiguous_range<R> && std::ranges::sized_range<R>) {
+        // The read-ahead of apply_one_pass (SCD1), with one more stage: 2
+        // ahead the entry's version list and last event are prefetched, 1
+        // ahead its open version's row (a key with more than four versions
+        // keeps the list on the heap). The loop is written out in each:
+        // shared (a member template taking the step, or helpers that start
+        // and advance the read-ahead), GCC compiled SCD1's pass markedly
+        // slower.
+        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2, row_ahead = 1;
+        const change_type* data = std::ranges::data(batch);
+        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
+        std::array<std::size_t, hash_ahead> hashes{};
+        lookahead_entries_.fill(nullptr);
+        for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
+          hashes[i] = traits::hash(key_, data[i]);
+          index_.prefetch(probe{&data[i], hashes[i]});
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t h = hashes[i % hash_ahead];
+          scd2_entry* e = lookahead_entries_[i % find_ahead];
+          if (i + 2 * hash_ahead < n) prefetch_change(data[i + 2 * hash_ahead]);
+          if (i + row_ahead < n) {  // its version row, once the version list is in cache
+            const scd2_entry* a = lookahead_entries_[(i + row_ahead) % find_ahead];
+            if (a != nullptr && !a->versions.empty()) {
+              prefetch_row(store, a->versions.back());
+            }
+          }
+          if (i + record_ahead < n) {  // what the entry, found and prefetched earlier, points to
+            if (const scd2_entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
+              if (!a->versions.empty()) cdc_prefetch(&a->versions.back());
+              if (a->history.size() > 1) cdc_prefetch(&a->history.back());
+              if (a->pass == pass_) cdc_prefetch(&pass_records_[a->rec]);
+            }
+          }
+          if (i + find_ahead < n) {
+            const std::size_t j = i + find_ahead;
+            auto it = index_.find(probe{&data[j], hashes[j % hash_ahead]});
+            scd2_entry* a = it == index_.end() ? nullptr : &it->second;
+            lookahead_entries_[j % find_ahead] = a;
+            // (With prefetch_match's first and last line of the slot, this
+            // covers a slot over three lines.)
+            if (a != nullptr) prefetch_entry(a);
+          }
+          if (i + match_ahead < n) index_.prefetch_match(probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          if (i + hash_ahead < n) {
+            const change_type& a = data[i + hash_ahead];
+            hashes[i % hash_ahead] = traits::hash(key_, a);
+            index_.prefetch(probe{&a, hashes[i % hash_ahead]});
+          }
+          step(data[i], h, e);
+        }
+      } else {
+        for (const change_type& r : batch) step(r, traits::hash(key_, r), nullptr);
+      }
+      if (!deferred_.empty()) {
+        // The set-aside changes, planned over what the pass applied (their
+        // rows were counted, checked and validated by the pass).
+        const auto deref = [](const change_type* c) -> const change_type& { return *c; };
+        auto rows = deferred_ | std::views::transform(deref);
+        BatchStats late;
+        std::array<std::uint64_t, 2> lost_ties{0, 0};  // see scd2_pass_context
+        ts.used = 0;
+        stage_batch(rows, NoExpectations{}, late, std::optional<sequence_type>{});
+        plan_batch(store, ts, late, scd2_plan_context{pass_, pass_records_.data(), &lost_ties});
+        reserve_planned(store);
+        stats.upserted_rows += late.upserted_rows - lost_ties[0];
+        stats.deleted_rows += late.deleted_rows - lost_ties[1];
+        stats.tied_rows += late.tied_rows;
+      }
+      if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+    } catch (...) {
+      undo_one_pass(store);
+      throw;
+    }
+    if (!deferred_.empty()) commit_planned(store, ts);  // cannot fail
+  }
+
+  template <class Store>
+  void undo_one_pass(Store& store) noexcept {
+    using Target = typename Store::row_type;
+    for (const scd2_pass_record& u : pass_records_) {
+      auto it = index_.find(probe{u.src, traits::hash(key_, *u.src)});
+      if (it == index_.end()) continue;  // a new key whose entry was never made
+      scd2_entry& e = it->second;
+      while (e.history.size() > u.hist_size) e.history.pop_back();
+      while (e.versions.size() > u.vers_size) {
+        store.erase(e.versions.back());
+        e.versions.pop_back();
+      }
+      if (u.closed) end_col<Target>::get(store.get(e.versions.back())).reset();
+      if (!u.existed) index_.erase(it);
+    }
+    pass_records_.clear();
+  }
+
+  std::uint32_t pass_ = 0;  // passes so far (0: none)
+  std::vector<scd2_pass_record> pass_records_;  // per key touched
+  std::vector<const change_type*> deferred_;    // changes planned after the pass
+  std::array<entry*, 4> lookahead_entries_{};   // read-ahead: the entries of the next rows
+};
+
+}  // namespace flowlib::detail

@@ -1,0 +1,305 @@
+// flowlib/flows/cdc/scd2_state.hpp
+//
+// AUTO CDC, SCD type 2: the per-key state both SCD2 engines keep (the
+// planned one, cdc/scd2.hpp, and the one pass, cdc/scd2_one_pass.hpp): the
+// key index, each key's versions and the changes its versions do not show,
+// and what the planner is told about a one pass that ran before it.
+// Internal.
+#pragma once
+
+#include <flowlib/detail/cdc_batch.hpp>
+#include <flowlib/detail/flat_index.hpp>
+#include <flowlib/detail/key_index.hpp>
+#include <flowlib/flows/cdc/staging.hpp>
+#include <flowlib/storage/memory.hpp>
+
+#include <absl/container/inlined_vector.h>
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <type_traits>
+#include <vector>
+
+namespace flowlib::detail {
+
+
+/// std::partition_point over [first, last) (pred holds on a prefix),
+/// searched from the back: 1, 2, 4, ... elements back from `last` until one
+/// where pred holds, then by bisection within that step. O(log d) probes, d
+/// the answer's distance from the end: a late change usually falls among
+/// its key's last versions, and each probe may be a cache miss.
+template <std::random_access_iterator It, class Pred>
+It partition_point_from_back(It first, It last, Pred pred) {
+  It hi = last;  // pred fails on [hi, last)
+  std::iter_difference_t<It> step = 1;
+  while (hi != first) {
+    const It probe = hi - std::min(step, hi - first);
+    if (pred(*probe)) return std::partition_point(probe + 1, hi, pred);
+    hi = probe;
+    step *= 2;
+  }
+  return first;
+}
+
+/// A key the SCD2 one pass touched: what its undo restores, and what the
+/// planner run after the pass reads to tell the pass's changes apart.
+template <class Change>
+struct scd2_pass_record {
+  const Change* src;        // a change of the key: finds its entry again
+  std::uint32_t hist_size;  // the key's history before the pass
+  std::uint32_t vers_size;  // ... and its versions
+  bool existed;             // the key had an entry
+  bool closed;              // the pass closed the key's stored open version
+};
+
+/// What the SCD2 planner needs to know of a one pass that applied part of
+/// the same batch just before (it plans the changes the pass set aside):
+/// a tie with a change that pass applied is a tie within the batch, whose
+/// loser the planned path never counts.
+template <class Change>
+struct scd2_pass_context {
+  std::uint32_t pass = 0;                            // that pass (0: none)
+  const scd2_pass_record<Change>* records = nullptr;  // its records, by entry
+  std::array<std::uint64_t, 2>* lost_ties = nullptr;  // out: its upserts, deletes that lost a tie
+};
+
+/// The SCD2 state: the key index and its entries; a base of both engines.
+template <class K, class S, class Scd, class... Options>
+class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
+  using base = cdc_staging<K, S, Scd, Options...>;
+
+ public:
+  using base::base;
+  using typename base::sequence_type;
+
+  /// Keys the engine holds state for.
+  std::size_t key_count() const noexcept { return index_.size(); }
+
+ protected:
+  using typename base::opts;
+  using typename base::change_type;
+  using typename base::key_type;
+  using typename base::traits;
+  using typename base::op;
+  using typename base::probe;
+  using typename base::scratch_type;
+  using typename base::ignored_cols;
+  template <class T>
+  using mapping = typename base::template mapping<T>;
+  template <class T>
+  using start_col = typename base::template start_col<T>;
+  template <class T>
+  using end_col = typename base::template end_col<T>;
+  using base::n_ignored;
+  using base::no_row;
+  using base::probe_prefetch_distance;
+  using base::entry_prefetch_distance;
+  using base::row_prefetch_distance;
+  using base::commit_prefetch_distance;
+  using base::target_scratch;
+  using base::classify;
+  using base::same_change;
+  using base::throw_tie;
+  using base::throw_null_sequence;
+  using base::stage_batch;
+  using base::sort_group;
+  using base::probe_all;
+  using base::prefetch_group_rows;
+  using base::prefetch_change;
+  using base::prefetch_entry;
+  using base::release_staging;
+  using base::reset_staging;
+  using base::name_;
+  using base::settings_;
+  using base::options_;
+  using base::key_;
+  using base::seq_;
+  using base::target_;
+  using base::done_;
+  using base::scratch_;
+  using base::seqs_;
+  using base::ops_;
+  using base::order_;
+  using base::batch_floor_;
+  using scd2_pass_record = detail::scd2_pass_record<change_type>;
+  using scd2_plan_context = scd2_pass_context<change_type>;
+
+  // SCD2 closes a stored version by writing its __END_AT in place when the
+  // store hands out mutable rows and copying the sequence cannot throw (the
+  // commit cannot fail); otherwise the version is rewritten whole.
+  template <class Store, class Target>
+  static constexpr bool close_in_place =
+      std::is_nothrow_copy_assignable_v<sequence_type> &&
+      requires(Store& s, row_id id) {
+        { s.get(id) } -> std::same_as<Target&>;
+      };
+
+  // SCD2 keeps every change of a key, to re-derive its versions when a late
+  // change arrives. When every selected column is tracked and none ignores
+  // nulls (compact_history), the versions themselves show most changes:
+  // each version was opened by an upsert at its __START_AT with its values,
+  // and one that ends where no version starts was closed by a delete at its
+  // __END_AT (an upsert that closes a version opens the next at its own
+  // sequence). The history then keeps only the other changes, those that
+  // opened or closed no version (an upsert with the open version's values, a
+  // delete with none open), each referring to the version holding its
+  // values (its index among the key's versions): 16 bytes for an int64
+  // sequence, the first one inline. Most keys keep none, so a change in
+  // order reads and writes no history (a miss saved per change on a target
+  // larger than the cache), and the history's memory is that of the changes
+  // the versions do not show. strict_sequence keeps a copy of every change,
+  // because a tie is checked against every column of the stored change.
+  static constexpr bool compact_history =
+      opts::ignore_mode == 0 && opts::scd::track_mode == 0 && !opts::strict &&
+      std::is_nothrow_move_constructible_v<sequence_type> &&
+      std::is_nothrow_move_assignable_v<sequence_type>;
+  struct full_event {
+    sequence_type seq;
+    bool remove;
+    change_type row;
+  };
+  struct ref_event {
+    sequence_type seq;
+    std::uint32_t version;  // upserts: the version holding its values (index in versions)
+    bool remove;
+  };
+  using event = std::conditional_t<compact_history, ref_event, full_event>;
+  using history_type = std::conditional_t<compact_history, absl::InlinedVector<ref_event, 1>,
+                                          std::vector<full_event>>;
+  // One-pass apply (compact history only, so other modes pay no memory
+  // for it): the pass that last touched the key, and its undo record there.
+  struct pass_mark {
+    std::uint32_t pass = 0;
+    std::uint32_t rec = 0;
+  };
+  struct no_pass_mark {};
+  struct scd2_entry : std::conditional_t<compact_history, pass_mark, no_pass_mark> {
+    // The key's changes by sequence (ties replaced); with a compact history,
+    // only those its versions do not show.
+    history_type history;
+    // The key's target rows, by __START_AT. Up to four are held in the
+    // entry itself (the size of a std::vector): most keys have few
+    // versions, and a key touched then costs no allocation and no miss on
+    // a separate array.
+    absl::InlinedVector<row_id, 4> versions;
+  };
+  using entry = scd2_entry;
+  // (Not key_index: see flat_index.hpp for what it adds.)
+  using index_type = flat_index<key_type, entry, key_index_hash<K, probe>, key_index_eq<K, probe>>;
+
+
+  /// Compact history, a late change's walk converged at stored version w
+  /// (see plan_segment): whether the key's next new change, of
+  /// sequence s, may start a segment of its own. It may when it falls in a
+  /// version after w: its segment then starts at w at the earliest (the
+  /// version it falls in, or the one before), and replaces nothing the walk
+  /// up to w does.
+  template <class Store, class Versions>
+  static bool resumes_after(const Store& store, const Versions& vs, std::size_t w,
+                            const sequence_type& s) noexcept {
+    using Target = typename Store::row_type;
+    return w + 1 < vs.size() && !(s < start_col<Target>::get(store.get(vs[w + 1])));
+  }
+
+  /// The highest sequence among a key's stored changes (compact history:
+  /// those kept and those its versions show), or nullptr if it has none.
+  template <class Store>
+  const sequence_type* latest_seq(const Store& store, const scd2_entry& e) const noexcept {
+    const typename Store::row_type* last = nullptr;
+    if constexpr (compact_history) {  // (otherwise the history holds every change)
+      if (!e.versions.empty()) last = &store.get(e.versions.back());
+    }
+    return latest_seq(e, last);
+  }
+  /// The same, given the key's last version row (nullptr: it has none).
+  template <class Target>
+  const sequence_type* latest_seq(const scd2_entry& e, const Target* last) const noexcept {
+    const sequence_type* m = e.history.empty() ? nullptr : &e.history.back().seq;
+    if constexpr (compact_history) {
+      if (last != nullptr) {  // its last version's end, or its start while open
+        const auto& end = end_col<Target>::get(*last);
+        const sequence_type* v = end.has_value() ? &*end : &start_col<Target>::get(*last);
+        if (m == nullptr || *m < *v) m = v;
+      }
+    }
+    return m;
+  }
+
+  /// Compact history: the sequence of the next change the versions show,
+  /// from version w on (its opening upsert, or with `closed` the delete that
+  /// closed it), or nullptr past the last; advances w and `closed` to it. A
+  /// version a delete closed is one that ends where no version starts (an
+  /// upsert that closes a version opens the next at its own sequence).
+  template <class Store, class Versions>
+  static const sequence_type* shown_change(const Store& store, const Versions& vs,
+                                           std::size_t& w, bool& closed) noexcept {
+    using Target = typename Store::row_type;
+    for (; w < vs.size(); ++w, closed = false) {
+      const Target& row = store.get(vs[w]);
+      if (!closed) return &start_col<Target>::get(row);
+      const auto& end = end_col<Target>::get(row);
+      if (!end.has_value()) continue;
+      if (w + 1 == vs.size()) return &*end;
+      const sequence_type& next = start_col<Target>::get(store.get(vs[w + 1]));
+      if (next < *end || *end < next) return &*end;
+    }
+    return nullptr;
+  }
+
+  // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
+  // (a scratch row) or cdc_npos; new versions are appended to the scratch
+  // rows. Returns whether the versions show the change (see compact_history).
+  template <class Target>
+  bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                 const sequence_type& s, bool remove, const change_type& row) {
+    if (remove) return walk_delete<Target>(ts, cur, s);
+    return walk_upsert<Target>(ts, cur, s, row);
+  }
+  /// A delete closes the current version. Returns whether there was one.
+  template <class Target>
+  static bool walk_delete(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                          const sequence_type& s) {
+    if (cur == cdc_npos) return false;
+    end_col<Target>::get(ts.rows[cur]) = s;
+    cur = cdc_npos;
+    return true;
+  }
+  /// An upsert whose values are a change row, or (compact history) those of
+  /// a stored version. Returns whether it opened a version.
+  template <class Target, class Values>
+  bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+                   const sequence_type& s, const Values& values) {
+    using Map = mapping<Target>;
+    const bool open = cur != cdc_npos;
+    const std::uint32_t cand = ts.alloc();
+    Target& t = ts.rows[cand];
+    if constexpr (std::is_same_v<Values, Target>) {
+      t = values;
+    } else if (open && opts::ignore_mode != 0) {
+      t = ts.rows[cur];
+      Map::assign_keeping_ignored_nulls(t, values);
+    } else {
+      Map::assign(t, values);
+    }
+    start_col<Target>::get(t) = s;
+    end_col<Target>::get(t).reset();
+    if (open && Map::tracked_equal(ts.rows[cur], t)) {
+      // Same tracked values: the version is updated in place, keeping its start.
+      start_col<Target>::get(t) = start_col<Target>::get(ts.rows[cur]);
+      std::swap(ts.rows[cur], t);
+      --ts.used;  // cand was the last slot
+      return false;
+    }
+    if (open) end_col<Target>::get(ts.rows[cur]) = s;  // closes the current version
+    cur = cand;
+    return true;
+  }
+
+  index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
+};
+
+}  // namespace flowlib::detail

@@ -1,0 +1,433 @@
+// flowlib/flows/cdc/staging.hpp
+//
+// What the AUTO CDC engines share (flows/cdc/scd1*.hpp, scd2*.hpp): the
+// flow's configuration (name, settings, option values, key and sequence),
+// and reading a batch: the admit step (expectations, then null sequences),
+// classifying each change, grouping the batch by key, and ordering a key's
+// changes by sequence with ties resolved (R-CDC-5). Internal.
+#pragma once
+
+#include <flowlib/columns.hpp>
+#include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/cdc_batch.hpp>
+#include <flowlib/detail/cdc_columns.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/options.hpp>
+#include <flowlib/schema.hpp>
+#include <flowlib/stats.hpp>
+#include <flowlib/storage/memory.hpp>
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace flowlib::detail {
+
+/// What a change does.
+enum class cdc_op : std::uint8_t { upsert, remove, truncate };
+
+/// The state every AUTO CDC engine holds, and the staging of a batch. The
+/// engines derive from it (K, S, Scd, Options as in flowlib::AutoCdc).
+template <class K, class S, class Scd, class... Options>
+class cdc_staging {
+ public:
+  using opts = cdc_options<Scd, Options...>;
+  using change_type = typename K::row_type;
+  using key_type = typename K::value_type;
+  using sequence_type = typename S::value_type;
+
+  explicit cdc_staging(std::string name, CdcSettings settings)
+      : name_(std::move(name)), settings_(std::move(settings)) {}
+  cdc_staging(std::string name, CdcSettings settings, Options... options)
+    requires(sizeof...(Options) > 0)
+      : name_(std::move(name)), settings_(std::move(settings)), options_(std::move(options)...) {}
+  cdc_staging(const cdc_staging&) = delete;
+  cdc_staging& operator=(const cdc_staging&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  /// ONCE: a batch was applied since the engine was new (or reset).
+  bool done() const noexcept { return done_; }
+  void set_done(bool done) noexcept { done_ = done; }
+  /// The table the engine maintains (nullptr: none yet).
+  const void* target() const noexcept { return target_; }
+
+  /// Throws errc::invalid_target when the engine maintains another table.
+  template <class Table>
+  void check_target(const Table& target) const {
+    if (target_ != nullptr && target_ != &target) {
+      throw error(errc::invalid_target, name_, "", "",
+                  "this flow already maintains table '" +
+                      static_cast<const Table*>(target_)->name() +
+                      "'; a flow keeps the state of exactly one target");
+    }
+  }
+
+ protected:
+  using traits = key_traits<K>;
+  using op = cdc_op;
+  using probe = cdc_probe<change_type>;
+  using scratch_type = cdc_batch<K>;  // the batch grouped by key
+  using ignored_cols = cdc_ignored_columns<change_type, opts>;
+  static constexpr std::size_t n_ignored = ignored_cols::count();
+  // ignore_null_updates and ties (R-CDC-5): SCD1 keeps every tied change,
+  // SCD2 merges each into the next (sort_group).
+  static constexpr bool keep_tied_changes = !opts::scd2 && n_ignored > 0;
+  static constexpr bool merge_tied_upserts = opts::scd2 && n_ignored > 0;
+  using delete_option = typename find_option<is_deletes, void, Options...>::type;
+  using truncate_option = typename find_option<is_truncates, void, Options...>::type;
+  template <class Target>
+  using mapping = cdc_mapping<change_type, Target, opts>;
+  template <class Target>
+  using start_col = column_named_t<Target, "__START_AT">;
+  template <class Target>
+  using end_col = column_named_t<Target, "__END_AT">;
+  static constexpr row_id no_row = cdc_npos;
+  // Groups ahead whose index slots are prefetched while probing: the index
+  // of a large target is out of cache, and one probe per key would stall.
+  static constexpr std::size_t probe_prefetch_distance = 16;
+  static constexpr std::size_t stage_lookahead = 8;  // rows (a power of two)
+  // Pipelined prefetching once every group's entry is known (probe_all):
+  // groups ahead whose entries' arrays, then target rows, are prefetched.
+  static constexpr std::size_t entry_prefetch_distance = 12;
+  static constexpr std::size_t row_prefetch_distance = 6;
+  static constexpr std::size_t commit_prefetch_distance = 8;
+
+  template <class Target>
+  cdc_target_scratch<Target>& target_scratch() {
+    using TS = cdc_target_scratch<Target>;
+    if (!tscratch_ || tscratch_tag_ != TS::tag()) {
+      tscratch_ = std::make_unique<TS>();
+      tscratch_tag_ = TS::tag();
+    }
+    return static_cast<TS&>(*tscratch_);
+  }
+
+  op classify(const change_type& c) const {
+    if constexpr (!std::is_void_v<truncate_option>) {
+      static_assert(std::predicate<const decltype(truncate_option::pred)&, const change_type&>,
+                    "flowlib::apply_as_truncates<Pred>: Pred must be callable as "
+                    "bool(const Change&) for the flow's change row type.");
+      if (std::get<truncate_option>(options_).pred(c)) return op::truncate;
+    }
+    if constexpr (!std::is_void_v<delete_option>) {
+      static_assert(std::predicate<const decltype(delete_option::pred)&, const change_type&>,
+                    "flowlib::apply_as_deletes<Pred>: Pred must be callable as "
+                    "bool(const Change&) for the flow's change row type.");
+      if (std::get<delete_option>(options_).pred(c)) return op::remove;
+    }
+    return op::upsert;
+  }
+
+  /// Whether two changes carry the same operation and selected columns (a
+  /// redelivery rather than a conflict, for strict_sequence).
+  static bool same_change(op oa, const change_type& a, op ob, const change_type& b) {
+    if (oa != ob) return false;
+    if (oa == op::remove) return true;
+    bool same = true;
+    schema_of<change_type>::for_each([&](auto cc) {
+      using CC = decltype(cc);
+      if constexpr (cdc_rules<opts>::selected(CC::name)) {
+        if (same && !(CC::get(a) == CC::get(b))) same = false;
+      }
+    });
+    return same;
+  }
+
+  [[noreturn]] void throw_tie(const change_type& r, std::string_view where) const {
+    throw error(errc::tied_sequence, name_, seq_.name(), key_.describe(r),
+                std::string("two different changes of this key have the same sequence ") +
+                    std::string(where) +
+                    " and strict_sequence is set; nothing of the batch was applied (R-CDC-5)");
+  }
+
+  [[noreturn]] void throw_null_sequence(const change_type& r) const {
+    throw error(errc::null_sequence, name_, seq_.name(), key_.describe(r),
+                "the change's sequence is null; nothing of the batch was applied and the "
+                "source position does not advance (R-CDC-5)");
+  }
+
+  // --- phase 1: read and group the batch (may throw; no state changes) ---------
+
+  /// Reads the batch into the scratch, grouped by key: the admit step
+  /// (expectations, then null sequences), classification, and the truncate
+  /// floor the batch raises from `floor` (the flow's, SCD1) into
+  /// batch_floor_.
+  template <class R, class... P>
+  void stage_batch(R& batch, const Expectations<P...>& checks, BatchStats& stats,
+                   const std::optional<sequence_type>& floor) {
+    if (!scratch_) scratch_ = std::make_unique<scratch_type>(key_);
+    scratch_type& sc = *scratch_;
+    constexpr bool move = movable_elements<R>;
+    // A batch whose rows stay put is staged by reference, without copying
+    // each change: SCD1 reads the changes only while planning (the winning
+    // upsert is copied into a target row there); SCD2 copies the new
+    // changes into the keys' histories once planning is done (an undoable
+    // step, see copy_events_scd2), and moves them there from an rvalue batch.
+    // (SCD2 with ignore_null_updates merges tied changes in the scratch
+    // rows, see sort_group: those are copied.)
+    constexpr bool refer = !move && std::ranges::forward_range<R> && !merge_tied_upserts;
+    sc.reset(size_hint(batch), refer);
+    batch_floor_ = floor;
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+
+    // A contiguous batch is read ahead: its rows are prefetched, and the
+    // hash of a row a few places ahead is computed early so that its slot
+    // in the batch index is prefetched too (hashes[i % lookahead] is row i's).
+    constexpr bool contiguous =
+        std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+        std::is_same_v<std::remove_cv_t<std::ranges::range_value_t<R>>, change_type>;
+    [[maybe_unused]] const change_type* data = nullptr;
+    [[maybe_unused]] std::size_t size = 0;
+    [[maybe_unused]] std::size_t pos = 0;
+    [[maybe_unused]] std::array<std::size_t, stage_lookahead> hashes{};
+    if constexpr (contiguous) {
+      data = std::ranges::data(batch);
+      size = static_cast<std::size_t>(std::ranges::size(batch));
+      for (std::size_t i = 0; i < std::min(size, stage_lookahead); ++i) {
+        hashes[i] = traits::hash(key_, data[i]);
+      }
+    }
+
+    for (auto&& in : batch) {
+      const change_type& r = in;
+      [[maybe_unused]] std::size_t hash = 0;
+      if constexpr (contiguous) {
+        hash = hashes[pos % stage_lookahead];
+        if (pos + 2 * stage_lookahead < size) prefetch_change(data[pos + 2 * stage_lookahead]);
+        if (pos + stage_lookahead < size) {
+          const change_type& a = data[pos + stage_lookahead];
+          const std::size_t h = traits::hash(key_, a);
+          hashes[pos % stage_lookahead] = h;
+          sc.prefetch(probe{&a, h});
+        }
+        ++pos;
+      }
+      ++stats.input_rows;
+      if constexpr (sizeof...(P) > 0) {
+        if (!checks.check(r, counts, name_, describe)) {
+          ++stats.dropped_rows;
+          continue;
+        }
+      }
+      std::optional<sequence_type> s = seq_(r);
+      if (!s) throw_null_sequence(r);
+      const op o = classify(r);
+      if (o == op::truncate) {  // SCD1 only: raises the floor, no key
+        if (!batch_floor_ || *batch_floor_ < *s) batch_floor_ = std::move(*s);
+        continue;
+      }
+      probe p{&r, 0};
+      if constexpr (contiguous) {
+        p.hash = hash;
+      } else {
+        p.hash = traits::hash(key_, r);
+      }
+      std::uint32_t i;
+      if constexpr (refer) {
+        i = sc.add_ref(r, p);
+      } else {
+        i = sc.template add<move>(std::forward<decltype(in)>(in), p);
+      }
+      // (Each array on its own: a push that failed in an earlier batch may
+      // have left one longer than the other.)
+      if (seqs_.size() <= i) {
+        seqs_.push_back(std::move(*s));
+      } else {
+        seqs_[i] = std::move(*s);
+      }
+      if (ops_.size() <= i) {
+        ops_.push_back(o);
+      } else {
+        ops_[i] = o;
+      }
+    }
+    if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+    sc.group_rows();
+  }
+
+  /// Fills order_[from..) with the group's rows by sequence (source order
+  /// among equals), then drops all but the last of each run of equal
+  /// sequences (R-CDC-5). Returns the end. With ignore_null_updates tied
+  /// changes apply in source order, the later one's null columns keeping
+  /// the earlier one's values, within a batch as across batches: SCD1 keeps
+  /// them all, in source order; SCD2 merges each into the next (one change
+  /// per sequence, so that no version opens and closes at one sequence).
+  /// SCD1: equal changes
+  /// below `late_below` (the stored sequence, or a truncate's) are late,
+  /// not ties: they count in ignored_late_rows when planned, as every late
+  /// change does.
+  std::uint32_t sort_group(const typename scratch_type::group& grp, BatchStats& stats,
+                           const sequence_type* late_below = nullptr) {
+    const scratch_type& sc = *scratch_;
+    const auto begin = static_cast<std::uint32_t>(order_.size());
+    order_.insert(order_.end(), sc.members.begin() + grp.first,
+                  sc.members.begin() + grp.first + grp.count);
+    if (grp.count == 1) return begin + 1;
+    const auto less = [&](std::uint32_t a, std::uint32_t b) { return seqs_[a] < seqs_[b]; };
+    if constexpr (std::is_trivially_copyable_v<sequence_type> && sizeof(sequence_type) <= 16) {
+      if (grp.count > 16) {
+        // A large group: sort (sequence, row) pairs, without the indirection
+        // per comparison; rows are numbered in source order, so this is stable.
+        sort_buf_.clear();
+        for (std::size_t k = begin; k < order_.size(); ++k) {
+          sort_buf_.emplace_back(seqs_[order_[k]], order_[k]);
+        }
+        std::sort(sort_buf_.begin(), sort_buf_.end(), [](const auto& a, const auto& b) {
+          return a.first < b.first || (!(b.first < a.first) && a.second < b.second);
+        });
+        for (std::size_t k = 0; k < sort_buf_.size(); ++k) order_[begin + k] = sort_buf_[k].second;
+      }
+    }
+    if (grp.count <= 16) {  // the common case: a stable insertion sort, no buffer
+      for (std::size_t k = begin + 1; k < order_.size(); ++k) {
+        const std::uint32_t c = order_[k];
+        std::size_t j = k;
+        for (; j > begin && less(c, order_[j - 1]); --j) order_[j] = order_[j - 1];
+        order_[j] = c;
+      }
+    } else if constexpr (!(std::is_trivially_copyable_v<sequence_type> &&
+                           sizeof(sequence_type) <= 16)) {
+      std::stable_sort(order_.begin() + begin, order_.end(), less);
+    }
+    // Keep the last of each run of equal sequences.
+    std::uint32_t out = begin;
+    const auto end = static_cast<std::uint32_t>(order_.size());
+    for (std::uint32_t k = begin; k < end; ++k) {
+      const std::uint32_t c = order_[k];
+      if (k + 1 < end && seqs_[order_[k + 1]] == seqs_[c]) {
+        if (late_below != nullptr && seqs_[c] < *late_below) {
+          ++stats.ignored_late_rows;
+        } else {
+          ++stats.tied_rows;
+        }
+        if constexpr (opts::strict) {
+          const std::uint32_t d = order_[k + 1];
+          if (!same_change(ops_[c], sc.row(c), ops_[d], sc.row(d))) {
+            throw_tie(sc.row(c), "within the batch");
+          }
+        }
+        if constexpr (merge_tied_upserts) {
+          merge_tied(c, order_[k + 1]);
+          continue;
+        } else if constexpr (!keep_tied_changes) {
+          continue;
+        }
+      }
+      order_[out++] = c;
+    }
+    order_.resize(out);
+    return out;
+  }
+
+  /// SCD2, ignore_null_updates: the tied change `earlier` is merged into
+  /// `later` (which wins, R-CDC-5): an upsert after an upsert keeps the
+  /// earlier one's values in its null columns that ignore nulls.
+  void merge_tied(std::uint32_t earlier, std::uint32_t later) {
+    if (ops_[earlier] != op::upsert || ops_[later] != op::upsert) return;
+    merge_tied_values(scratch_->rows[later], scratch_->row(earlier));
+  }
+  static void merge_tied_values(change_type& later, const change_type& earlier) {
+    schema_of<change_type>::for_each([&](auto cc) {
+      using CC = decltype(cc);
+      if constexpr (ignored_cols::template is_ignored<CC>()) {
+        if (!CC::get(later).has_value()) CC::get(later) = CC::get(earlier);
+      }
+    });
+  }
+
+  /// Fills `entries` with every group's entry in `index` (nullptr: a new key), probing the
+  /// index with prefetching ahead: one pass that only probes keeps many
+  /// misses in flight, and the planning pass then finds its entries known.
+  template <class Index, class Entry>
+  void probe_all(Index& index, std::vector<Entry*>& entries) {
+    scratch_type& sc = *scratch_;
+    const std::size_t n = sc.groups.size();
+    entries.resize(n);
+    // Two stages: a group's control bytes, then the slot its lookup compares.
+    constexpr std::size_t d = probe_prefetch_distance, d2 = probe_prefetch_distance / 2;
+    for (std::size_t g = 0; g < n; ++g) {
+      if (g + d < n) {
+        const auto& ahead = sc.groups[g + d];
+        index.prefetch(probe{&sc.row(ahead.head), ahead.hash});
+      }
+      if (g + d2 < n) {
+        const auto& ahead = sc.groups[g + d2];
+        index.prefetch_match(probe{&sc.row(ahead.head), ahead.hash});
+      }
+      const auto& grp = sc.groups[g];
+      auto it = index.find(probe{&sc.row(grp.head), grp.hash});
+      entries[g] = it == index.end() ? nullptr : &it->second;
+    }
+  }
+
+  /// Prefetches the batch rows of group g (a key's changes are scattered
+  /// over the batch, which need not fit in cache).
+  void prefetch_group_rows(std::size_t g) const noexcept {
+    const scratch_type& sc = *scratch_;
+    const auto& grp = sc.groups[g];
+    for (std::uint32_t k = grp.first; k < grp.first + grp.count; ++k) {
+      prefetch_change(sc.row(sc.members[k]));
+    }
+  }
+  static void prefetch_change(const change_type& r) noexcept {
+    cdc_prefetch(&r);
+    if constexpr (sizeof(change_type) > 64) {
+      cdc_prefetch(reinterpret_cast<const char*>(&r + 1) - 1);
+    }
+  }
+  // An index entry may straddle two cache lines.
+  template <class Entry>
+  static void prefetch_entry(const Entry* e) noexcept {
+    cdc_prefetch(e);
+    cdc_prefetch(reinterpret_cast<const char*>(e + 1) - 1);
+  }
+
+  /// Frees the staging scratch (a later batch allocates it again).
+  void release_staging() noexcept {
+    scratch_.reset();
+    seqs_ = {};
+    ops_ = {};
+    order_ = {};
+    sort_buf_ = {};
+  }
+  /// As new, for a full refresh of the target (R-EXACT-5); the target's
+  /// claim stays, and the target scratch is kept (it holds no state).
+  void reset_staging() noexcept {
+    release_staging();
+    batch_floor_.reset();
+    done_ = false;
+  }
+
+  std::string name_;
+  CdcSettings settings_;
+  [[no_unique_address]] std::tuple<Options...> options_{};
+  K key_{};
+  S seq_{};
+  const void* target_ = nullptr;
+  bool done_ = false;  // ONCE: a batch was applied
+
+  // Batch scratch, kept across batches so that steady state does not allocate.
+  std::unique_ptr<scratch_type> scratch_;
+  std::unique_ptr<cdc_target_scratch_base> tscratch_;
+  const void* tscratch_tag_ = nullptr;
+  std::vector<sequence_type> seqs_;  // per batch row
+  std::vector<op> ops_;              // per batch row
+  std::vector<std::uint32_t> order_;  // rows of each group, by sequence
+  std::vector<std::pair<sequence_type, std::uint32_t>> sort_buf_;  // sort_group, large groups
+  std::optional<sequence_type> batch_floor_;  // SCD1: the floor after the batch's truncates
+};
+
+}  // namespace flowlib::detail
