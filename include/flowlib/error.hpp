@@ -5,6 +5,10 @@
 // row's key where they apply, and says what was (not) changed. Exceptions
 // thrown by user code (predicates, copy constructors) are not wrapped: they
 // propagate unchanged, with the same all-or-nothing guarantee.
+//
+// A message that cites a rule (`(R-USING-7)`) cites the rule of that id in
+// the repository's docs/semantics.md, where each rule has an anchor of its
+// own: R-USING-7 is docs/semantics.md#r-using-7.
 #pragma once
 
 #include <stdexcept>
@@ -16,12 +20,21 @@ namespace flowlib {
 
 /// @brief Machine-readable reason carried by flowlib::error.
 enum class errc {
-  null_sequence,          ///< a row's sequence column is null (R-USING-7, R-CDC-5)
-  expectation_failed,     ///< an expectation with action `fail` was violated (R-EXPECT-1)
-  tied_sequence,          ///< strict_sequence: two changes share key and sequence (R-CDC-5)
-  version_not_increasing, ///< a snapshot's version is not above the last one (R-CDC-8)
-  invalid_target,         ///< a flow/target combination the contract forbids (R-USING-9, R-TABLE-1)
-  invalid_argument,       ///< any other invalid configuration or input
+  /// A row's sequence column is null: docs/semantics.md#r-using-7, #r-cdc-5.
+  null_sequence,
+  /// An expectation with action `fail` was violated: docs/semantics.md#r-expect-1.
+  expectation_failed,
+  /// strict_sequence: two different changes share key and sequence:
+  /// docs/semantics.md#r-cdc-5.
+  tied_sequence,
+  /// A snapshot's version is not above the last one: docs/semantics.md#r-cdc-8.
+  version_not_increasing,
+  /// A flow/target combination the rules forbid: docs/semantics.md#r-using-9,
+  /// #r-table-1.
+  invalid_target,
+  /// Any other invalid configuration or input (a refused full refresh:
+  /// docs/semantics.md#r-exact-5).
+  invalid_argument,
 };
 
 /// @brief Textual code of an errc, as it appears in messages and event logs.
