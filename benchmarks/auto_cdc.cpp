@@ -899,7 +899,7 @@ void bm_apply(benchmark::State& state, config c) {
 
 // --- Smoke checks ---------------------------------------------------------------------
 
-/// The contract's example (SEMANTICS.md section 3), as one batch.
+/// The contract's example (docs/semantics.md#auto-cdc), as one batch.
 std::vector<Change> contract_example() {
   return {
       {124, "Raul", "Oaxaca", 0, op::insert, 1},        {123, "Isabel", "Monterrey", 0, op::insert, 1},

@@ -13,7 +13,7 @@
 //           nothing.
 //
 // Every step is printed as an aligned text table with the batch's
-// BatchStats, and checked against the contract (SEMANTICS.md section 1):
+// BatchStats, and checked against the contract (docs/semantics.md#replace-using):
 // the program exits 1 if any result differs, so it doubles as a test (it
 // runs under CTest).
 //

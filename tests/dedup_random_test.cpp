@@ -1,5 +1,5 @@
 // DedupWithinWatermark against a reference model, and bounded state over a
-// long stream (SEMANTICS.md section 4).
+// long stream (docs/semantics.md#deduplication-within-a-watermark).
 #include <flowlib/columns.hpp>
 #include <flowlib/ops/dedup_within_watermark.hpp>
 #include <flowlib/ops/watermark.hpp>
@@ -31,7 +31,7 @@ FLOWLIB_SCHEMA(Row, a, b, ts, payload);
 
 using Identity = std::tuple<std::int32_t, std::optional<std::string>>;
 
-/// SEMANTICS.md section 4, written as plainly as possible.
+/// docs/semantics.md#deduplication-within-a-watermark, written as plainly as possible.
 struct Model {
   std::int64_t delay;
   fl::watermark_policy policy;

@@ -1,4 +1,5 @@
-// DedupWithinWatermark: hand-written vectors (SEMANTICS.md section 4).
+// DedupWithinWatermark: hand-written vectors
+// (docs/semantics.md#deduplication-within-a-watermark).
 //
 // Each multi-batch case checks, after every batch, the emitted rows, the
 // watermark, the state (identities and their expiry) and the counters.

@@ -1,4 +1,4 @@
-// Expectations (SEMANTICS.md section 6) and their interplay with REPLACE
+// Expectations (docs/semantics.md#expectations) and their interplay with REPLACE
 // USING (R-USING-8): one TEST_CASE per clause, templated over every storage
 // policy.
 #include <flowlib/flowlib.hpp>

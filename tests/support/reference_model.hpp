@@ -1,7 +1,7 @@
 // tests/support/reference_model.hpp
 //
 // A deliberately naive model of REPLACE USING, written straight from the
-// rules in SEMANTICS.md section 1, for tests to compare flowlib against.
+// rules in docs/semantics.md#replace-using, for tests to compare flowlib against.
 // It uses std::map and whole-vector copies: clarity over speed.
 //
 //   flowtest::ReplaceUsingModel<Key, Seq> model;

@@ -1,8 +1,9 @@
 // flowlib/ops/dedup_within_watermark.hpp
 //
 // DedupWithinWatermark<Key, EventTime>: drops redelivered rows of an
-// at-least-once stream with state bounded by a watermark (SEMANTICS.md
-// section 4; Spark's dropDuplicatesWithinWatermark).
+// at-least-once stream with state bounded by a watermark
+// (docs/semantics.md#deduplication-within-a-watermark;
+// Spark's dropDuplicatesWithinWatermark).
 //
 //   using Dedup = flowlib::DedupWithinWatermark<
 //       flowlib::Key<&Click::session_id, &Click::click_seq_num>,  // the identity
@@ -49,32 +50,30 @@
 // prefetching of the probes a few rows ahead. Memory per identity: the key
 // and its expiry, 4 bytes of slab position in the index plus absl's control
 // byte, and 4 bytes in a bucket.
+//
+// The state itself (slab, index, expiry buckets, eviction, undo) is
+// detail/dedup_state.hpp; its checkpoint encoding is
+// detail/dedup_checkpoint.hpp. This header holds the operator: options,
+// counters, the batch loop and the all-or-nothing commit.
 #pragma once
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/byte_codec.hpp>
-#include <flowlib/detail/prefetch.hpp>
-#include <flowlib/detail/type_traits.hpp>
+#include <flowlib/detail/dedup_checkpoint.hpp>
+#include <flowlib/detail/dedup_state.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/ops/watermark.hpp>
 
-#include <absl/container/flat_hash_set.h>
-#include <absl/hash/hash.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <map>
 #include <memory>
 #include <optional>
 #include <ranges>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -106,37 +105,9 @@ struct DedupOptions {
   watermark_policy policy = watermark_policy::min;
 };
 
-namespace detail {
-
-// State serialisation (R-DEDUP-6): detail/byte_codec.hpp.
-
-/// Copies the key of `r` into `out`, reusing `out`'s buffers (a string key
-/// column is copy-assigned, so a recycled slot allocates nothing).
-template <class K>
-struct key_assign {
-  static void assign(const K& k, const typename K::row_type& r, typename K::value_type& out) {
-    out = k(r);
-  }
-};
-template <auto... Ms>
-struct key_assign<Key<Ms...>> {
-  using K = Key<Ms...>;
-  static void assign(const K&, const typename K::row_type& r, typename K::value_type& out) {
-    if constexpr (sizeof...(Ms) == 1) {
-      out = r.*K::first_member;
-    } else {
-      out = std::tie(r.*Ms...);
-    }
-  }
-};
-
-inline constexpr char dedup_magic[4] = {'F', 'L', 'D', 'W'};
-inline constexpr std::uint8_t dedup_format_version = 1;
-
-}  // namespace detail
-
-/// @brief Deduplication within a watermark (SEMANTICS.md section 4). See the
-/// header comment for the rules, the guarantees and the costs.
+/// @brief Deduplication within a watermark
+/// (docs/semantics.md#deduplication-within-a-watermark). See the header
+/// comment for the rules, the guarantees and the costs.
 ///
 /// @tparam K  the identity: a key extractor such as Key<&Row::id> or
 ///            Key<&Row::session_id, &Row::seq_num>; it need not contain the
@@ -160,6 +131,9 @@ class DedupWithinWatermark {
   using time_traits = detail::event_time_traits<typename T::value_type>;
   using rep = typename time_traits::rep;
   using traits = detail::key_traits<K>;
+  using state = detail::dedup_state<K, rep>;
+  using entry = typename state::entry;
+  using row_probe = typename state::row_probe;
 
  public:
   using key_policy = K;
@@ -180,8 +154,8 @@ class DedupWithinWatermark {
         key_(std::move(key)),
         time_(std::move(time)),
         delay_(time_traits::delay_rep(delay)),
-        state_(std::make_unique<state>(key_)) {
-    if (is_negative(delay_)) {
+        state_(std::make_unique<state>(key_, delay_)) {
+    if (detail::is_negative_rep(delay_)) {
       throw error(errc::invalid_argument, name_, time_.name(), "",
                   "the watermark delay must not be negative");
     }
@@ -190,10 +164,6 @@ class DedupWithinWatermark {
     }
     wm_.inputs.assign(options.inputs, std::nullopt);
     wm_.policy = options.policy;
-    // About 32 buckets per delay: eviction touches the buckets the watermark
-    // passed plus one partial bucket (about 1/32 of the state), and a state
-    // spanning (watermark, max event + delay] has about 64 buckets.
-    state_->granule = std::max<rep>(rep{1}, static_cast<rep>(delay_ / 32));
   }
 
   DedupWithinWatermark(DedupWithinWatermark&&) noexcept = default;
@@ -268,36 +238,19 @@ class DedupWithinWatermark {
 
   /// Number of identities in the state.
   std::size_t state_size() const noexcept { return state_->index.size(); }
-  bool contains(const key_type& k) const { return find(k) != nullptr; }
+  bool contains(const key_type& k) const { return state_->find(k) != nullptr; }
   /// When the identity `k` expires, if it is in the state.
   std::optional<time_type> expires_at(const key_type& k) const {
-    const entry* e = find(k);
+    const entry* e = state_->find(k);
     if (e == nullptr) return std::nullopt;
     return time_traits::from_rep(e->expires);
   }
   /// The identities in the state, sorted.
-  std::vector<key_type> state_keys() const {
-    std::vector<key_type> out;
-    out.reserve(state_size());
-    for (const auto& [id, slots] : state_->buckets)
-      for (std::uint32_t s : slots) out.push_back(state_->slab[s].key);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<key_type> state_keys() const { return state_->sorted_keys(); }
 
   /// Bytes the state occupies in its containers (capacities, not sizes; the
   /// heap buffers of long string keys are not included).
-  std::size_t state_memory_bytes() const noexcept {
-    const state& s = *state_;
-    std::size_t b = s.slab.capacity() * sizeof(entry) + s.free.capacity() * sizeof(std::uint32_t);
-    // absl's flat_hash_set: one slot and one control byte per capacity, plus
-    // a group of cloned control bytes.
-    b += s.index.capacity() * (sizeof(std::uint32_t) + 1) + 16;
-    for (const auto& [id, v] : s.buckets) b += v.capacity() * sizeof(std::uint32_t) + 64;
-    for (const auto& v : s.spares) b += v.capacity() * sizeof(std::uint32_t) + sizeof(v);
-    b += s.added.capacity() * sizeof(added_entry);
-    return b;
-  }
+  std::size_t state_memory_bytes() const noexcept { return state_->memory_bytes(); }
 
   // --- Checkpoint (R-DEDUP-6) -------------------------------------------------------
 
@@ -324,33 +277,9 @@ class DedupWithinWatermark {
                   "serialised. Checkpointed identity columns must be integers, bool, enums, "
                   "std::string, std::chrono durations or time points, or std::optional of "
                   "those; convert other columns to one of these (R-DEDUP-6).");
-    std::string out;
-    detail::byte_writer w{out};
-    out.append(detail::dedup_magic, sizeof detail::dedup_magic);
-    w.integer<std::uint8_t>(detail::dedup_format_version);
-    w.integer<std::uint8_t>(time_traits::is_time_point ? 1 : 0);
-    w.integer<std::uint8_t>(sizeof(rep));
-    w.integer<std::uint8_t>(wm_.policy == watermark_policy::min ? 0 : 1);
-    w.integer<rep>(delay_);
-    w.integer<std::uint32_t>(static_cast<std::uint32_t>(wm_.inputs.size()));
-    const auto opt = [&](const std::optional<rep>& v) {
-      w.integer<std::uint8_t>(v ? 1 : 0);
-      if (v) w.integer<rep>(*v);
-    };
-    opt(wm_.global);
-    for (const auto& i : wm_.inputs) opt(i);
-    w.integer<std::uint64_t>(state_size());
-    std::vector<std::uint32_t> order;
-    order.reserve(state_size());
-    for (const auto& [id, slots] : state_->buckets) order.insert(order.end(), slots.begin(), slots.end());
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return state_->slab[a].expires < state_->slab[b].expires;
-    });
-    for (std::uint32_t s : order) {
-      w.integer<rep>(state_->slab[s].expires);
-      detail::key_codec<key_type>::write(w, state_->slab[s].key);
-    }
-    return out;
+    const std::uint8_t policy = wm_.policy == watermark_policy::min ? 0 : 1;
+    return detail::write_dedup_state(*state_, time_traits::is_time_point, policy, delay_,
+                                     wm_.global, wm_.inputs);
   }
 
   /// Replaces the state with one saved by save_state(). The data must come
@@ -364,174 +293,24 @@ class DedupWithinWatermark {
                   "serialised. Checkpointed identity columns must be integers, bool, enums, "
                   "std::string, std::chrono durations or time points, or std::optional of "
                   "those; convert other columns to one of these (R-DEDUP-6).");
-    detail::byte_reader r{data, 0, name_,
-                          "; the operator's state is unchanged (R-DEDUP-6)"};
-    r.need(sizeof detail::dedup_magic);
-    if (data.substr(0, sizeof detail::dedup_magic) !=
-        std::string_view(detail::dedup_magic, sizeof detail::dedup_magic)) {
-      r.fail("the data does not start with \"FLDW\" (not a DedupWithinWatermark state)");
-    }
-    r.pos = sizeof detail::dedup_magic;
-    if (r.integer<std::uint8_t>() != detail::dedup_format_version) r.fail("unknown format version");
-    if (r.integer<std::uint8_t>() != (time_traits::is_time_point ? 1 : 0) ||
-        r.integer<std::uint8_t>() != sizeof(rep)) {
-      r.fail("the event-time type differs from this operator's");
-    }
-    const auto policy = r.integer<std::uint8_t>();
-    if (policy > 1) r.fail("unknown watermark policy");
-    const rep delay = r.integer<rep>();
-    if (is_negative(delay)) r.fail("negative delay");
-    if (r.integer<std::uint32_t>() != wm_.inputs.size()) {
-      r.fail("the number of inputs differs from this operator's (" +
-             std::to_string(wm_.inputs.size()) + ")");
-    }
+    auto c = detail::read_dedup_state<K, rep>(data, name_, key_, time_traits::is_time_point,
+                                              wm_.inputs.size());
     detail::watermark_state<rep> wm;
-    wm.policy = policy == 0 ? watermark_policy::min : watermark_policy::max;
-    const auto opt = [&]() -> std::optional<rep> {
-      const auto has = r.integer<std::uint8_t>();
-      if (has > 1) r.fail("a watermark flag is neither 0 nor 1");
-      if (has == 0) return std::nullopt;
-      return r.integer<rep>();
-    };
-    wm.global = opt();
-    for (std::size_t i = 0; i < wm_.inputs.size(); ++i) wm.inputs.push_back(opt());
-    const auto count = r.integer<std::uint64_t>();
-    if (count > 0xfffffffeu) r.fail("too many identities");
-    auto fresh = std::make_unique<state>(key_);
-    fresh->granule = std::max<rep>(rep{1}, static_cast<rep>(delay / 32));
-    fresh->slab.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, data.size())));
-    fresh->index.reserve(fresh->slab.capacity());
-    for (std::uint64_t i = 0; i < count; ++i) {
-      const rep expires = r.integer<rep>();
-      if (wm.global && expires <= *wm.global) r.fail("an identity expired at or before the watermark");
-      key_type k = detail::key_codec<key_type>::read(r);
-      const auto slot = static_cast<std::uint32_t>(fresh->slab.size());
-      fresh->slab.push_back(entry{std::move(k), expires});
-      if (!fresh->index.insert(slot).second) r.fail("an identity appears twice");
-      fresh->bucket_for(expires).push_back(slot);
-    }
-    if (r.pos != data.size()) r.fail("unexpected bytes after the last identity");
+    wm.policy = c.policy == 0 ? watermark_policy::min : watermark_policy::max;
+    wm.global = c.global;
+    wm.inputs = std::move(c.inputs);
     // Commit (nothing below throws).
-    state_ = std::move(fresh);
+    state_ = std::move(c.state);
     wm_ = std::move(wm);
-    delay_ = delay;
+    delay_ = c.delay;
     last_ = DedupStats{};
     total_ = DedupStats{};
     total_.state_keys = state_size();
   }
 
  private:
-  struct entry {
-    key_type key;
-    rep expires;
-  };
-  struct added_entry {
-    std::uint32_t slot;
-    std::size_t hash;
-  };
-  struct row_probe {
-    const row_type* row;
-    std::size_t hash;
-  };
-  struct key_probe {
-    const key_type* key;
-    std::size_t hash;
-  };
-  struct slot_probe {  // a known slot (erasure): compared by position, never by key
-    std::uint32_t slot;
-    std::size_t hash;
-  };
-
-  struct state;
-  struct hasher {
-    using is_transparent = void;
-    const state* s;
-    std::size_t operator()(std::uint32_t slot) const {
-      return detail::key_hash<key_type>{}(s->slab[slot].key);
-    }
-    std::size_t operator()(const row_probe& p) const noexcept { return p.hash; }
-    std::size_t operator()(const key_probe& p) const noexcept { return p.hash; }
-    std::size_t operator()(const slot_probe& p) const noexcept { return p.hash; }
-  };
-  struct equal {
-    using is_transparent = void;
-    const state* s;
-    bool operator()(std::uint32_t a, std::uint32_t b) const {
-      return a == b || s->slab[a].key == s->slab[b].key;
-    }
-    bool operator()(std::uint32_t a, const row_probe& p) const {
-      return traits::equal(s->key, *p.row, s->slab[a].key);
-    }
-    bool operator()(std::uint32_t a, const key_probe& p) const { return s->slab[a].key == *p.key; }
-    bool operator()(std::uint32_t a, const slot_probe& p) const noexcept { return a == p.slot; }
-    template <class P>
-    bool operator()(const P& p, std::uint32_t a) const {
-      return (*this)(a, p);
-    }
-  };
-  using index_type = absl::flat_hash_set<std::uint32_t, hasher, equal>;
-
-  // Heap-allocated so that the index's functors may point into it and the
-  // operator stays movable.
-  struct state {
-    explicit state(const K& k) : key(k), index(0, hasher{this}, equal{this}) {}
-    state(const state&) = delete;
-    state& operator=(const state&) = delete;
-
-    K key;
-    rep granule = 1;                 // bucket width in event-time ticks
-    std::vector<entry> slab;         // identities; free positions are listed in `free`
-    std::vector<std::uint32_t> free; // reusable slab positions (evicted identities)
-    index_type index;                // slab positions of live identities
-    std::map<rep, std::vector<std::uint32_t>> buckets;  // floor(expires/granule) -> positions
-    std::vector<std::vector<std::uint32_t>> spares;     // emptied bucket vectors, for reuse
-    std::vector<added_entry> added;  // this batch's new identities (the undo log)
-    // The bucket the last identity was filed into (most arrive in order).
-    rep cached_id{};
-    std::vector<std::uint32_t>* cached = nullptr;
-
-    rep bucket_id(rep expires) const noexcept {
-      rep q = static_cast<rep>(expires / granule);
-      if constexpr (std::is_signed_v<rep>) {
-        if (expires % granule != 0 && expires < rep{0}) --q;  // floor division
-      }
-      return q;
-    }
-    /// The bucket of `expires`, created (from a spare vector) if needed. May throw.
-    std::vector<std::uint32_t>& bucket_for(rep expires) {
-      const rep id = bucket_id(expires);
-      if (cached != nullptr && cached_id == id) return *cached;
-      auto it = buckets.find(id);
-      if (it == buckets.end()) {
-        std::vector<std::uint32_t> v;
-        if (!spares.empty()) v = std::move(spares.back());
-        // If this throws, the spare's buffer is freed with v: nothing observable changes.
-        it = buckets.emplace(id, std::move(v)).first;
-        if (!spares.empty() && spares.back().capacity() == 0) spares.pop_back();
-      }
-      cached_id = id;
-      cached = &it->second;
-      return it->second;
-    }
-  };
-
-  static constexpr bool is_negative(rep v) noexcept {
-    if constexpr (std::is_signed_v<rep>) {
-      return v < rep{0};
-    } else {
-      return false;
-    }
-  }
-
-  const entry* find(const key_type& k) const {
-    const state& s = *state_;
-    auto it = s.index.find(key_probe{&k, detail::key_hash<key_type>{}(k)});
-    if (it == s.index.end()) return nullptr;
-    return &s.slab[*it];
-  }
-
   // How many rows ahead random-access batches prefetch their index probes.
-  static constexpr std::size_t prefetch_distance = 8;
+  static constexpr std::size_t prefetch_distance = state::prefetch_distance;
 
   /// Handles one non-late row: duplicate, or a new identity (stored, emitted).
   ///
@@ -658,29 +437,10 @@ class DedupWithinWatermark {
       // Make the eviction below infallible: room for every position it may
       // free and for every bucket vector it may retire.
       next_global = wm_.next(input, any ? std::optional<rep>(max_et) : std::nullopt, delay_, next_input);
-      if (next_global) {
-        const rep bw = s.bucket_id(*next_global);
-        std::size_t slots = 0;
-        std::size_t vectors = 0;
-        for (auto it = s.buckets.begin(); it != s.buckets.end() && it->first <= bw; ++it) {
-          slots += it->second.size();
-          ++vectors;
-        }
-        const std::size_t free_left = s.free.size() - free_used;
-        if (s.free.capacity() < free_left + slots) s.free.reserve(free_left + slots);
-        if (s.spares.capacity() < s.spares.size() + vectors) s.spares.reserve(s.spares.size() + vectors);
-      }
+      if (next_global) s.reserve_eviction(*next_global, free_used);
     } catch (...) {
       // Undo, in reverse: bucket filings, index insertions, slab growth, output.
-      while (filed > 0) {
-        --filed;
-        const added_entry& a = s.added[filed];
-        auto it = s.buckets.find(s.bucket_id(s.slab[a.slot].expires));
-        it->second.pop_back();
-      }
-      for (const added_entry& a : s.added) s.index.erase(slot_probe{a.slot, a.hash});
-      s.added.clear();
-      s.slab.erase(s.slab.begin() + static_cast<std::ptrdiff_t>(slab_before), s.slab.end());
+      s.rollback(filed, slab_before);
       out.erase(out.begin() + static_cast<std::ptrdiff_t>(out_before), out.end());
       throw;
     }
@@ -690,7 +450,7 @@ class DedupWithinWatermark {
     s.added.clear();
     wm_.inputs[input] = next_input;
     wm_.global = next_global;
-    if (wm_.global) st.evicted_keys = evict(s, *wm_.global);
+    if (wm_.global) st.evicted_keys = s.evict(*wm_.global);
     st.state_keys = s.index.size();
     last_ = st;
     total_.batches += st.batches;
@@ -700,58 +460,6 @@ class DedupWithinWatermark {
     total_.duplicate_rows += st.duplicate_rows;
     total_.evicted_keys += st.evicted_keys;
     total_.state_keys = st.state_keys;
-  }
-
-  /// Evicts every identity with expires <= wm (R-DEDUP-4); returns how many.
-  /// Capacity for the freed positions and retired vectors was reserved.
-  std::uint64_t evict(state& s, rep wm) noexcept {
-    const rep bw = s.bucket_id(wm);
-    std::uint64_t evicted = 0;
-    auto drop = [&](std::uint32_t slot) {
-      s.index.erase(slot_probe{slot, detail::key_hash<key_type>{}(s.slab[slot].key)});
-      s.free.push_back(slot);
-      ++evicted;
-    };
-    for (auto it = s.buckets.begin(); it != s.buckets.end() && it->first <= bw;) {
-      std::vector<std::uint32_t>& v = it->second;
-      if (it->first < bw) {  // the whole bucket expired
-        // Two-stage prefetch: slab entries 2d ahead, their index groups d ahead.
-        const std::size_t n = v.size();
-        constexpr std::size_t d = prefetch_distance;
-        constexpr std::size_t ring = 16;
-        static_assert(ring > d);
-        std::size_t hashes[ring];
-        const auto prime = [&](std::size_t j) {
-          hashes[j % ring] = detail::key_hash<key_type>{}(s.slab[v[j]].key);
-          s.index.prefetch(slot_probe{v[j], hashes[j % ring]});
-        };
-        for (std::size_t j = 0; j < std::min(n, 2 * d); ++j) detail::prefetch(&s.slab[v[j]]);
-        for (std::size_t j = 0; j < std::min(n, d); ++j) prime(j);
-        for (std::size_t i = 0; i < n; ++i) {
-          if (i + 2 * d < n) detail::prefetch(&s.slab[v[i + 2 * d]]);
-          if (i + d < n) prime(i + d);
-          s.index.erase(slot_probe{v[i], hashes[i % ring]});
-          s.free.push_back(v[i]);
-        }
-        evicted += n;
-      } else {  // the bucket the watermark stands in: keep the later entries
-        std::size_t kept = 0;
-        for (std::uint32_t slot : v) {
-          if (s.slab[slot].expires <= wm) {
-            drop(slot);
-          } else {
-            v[kept++] = slot;
-          }
-        }
-        v.resize(kept);
-        if (kept != 0) break;
-      }
-      v.clear();
-      if (s.cached == &v) s.cached = nullptr;
-      if (v.capacity() != 0) s.spares.push_back(std::move(v));  // reserved
-      it = s.buckets.erase(it);
-    }
-    return evicted;
   }
 
   std::string name_;

@@ -1,6 +1,7 @@
 // flowlib/ops/watermark.hpp
 //
-// Event time and watermarks for stream operators (SEMANTICS.md section 4).
+// Event time and watermarks for stream operators
+// (docs/semantics.md#deduplication-within-a-watermark, R-DEDUP-2 and R-DEDUP-5).
 //
 //   flowlib::EventTime<&Click::click_ts>   the event-time column of a row
 //   flowlib::watermark_policy::min / max   how several inputs combine
