@@ -1,6 +1,6 @@
-// AUTO CDC FROM SNAPSHOT (R-CDC-8): the reference vector of SEMANTICS.md
-// section 3, SCD1, version checks, and a randomised comparison with a model,
-// over every storage policy.
+// AUTO CDC FROM SNAPSHOT (R-CDC-8): the reference vector of
+// docs/semantics.md#auto-cdc, SCD1, version checks, and a randomised
+// comparison with a model, over every storage policy.
 #include <flowlib/flows/auto_cdc_snapshot.hpp>
 #include <flowlib/table.hpp>
 

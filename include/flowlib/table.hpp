@@ -1,6 +1,6 @@
 // flowlib/table.hpp
 //
-// Tables that flows write (SEMANTICS.md section 5):
+// Tables that flows write (docs/semantics.md#tables-and-flows):
 //
 //   - StreamingTable<Row, Storage>: accepts any flow type, within each flow's
 //     own limits (R-TABLE-1). A REPLACE USING target, for example, accepts

@@ -1,7 +1,7 @@
 // flowlib/flows/auto_cdc_snapshot.hpp
 //
 // AutoCdcFromSnapshot<Key, Scd, Options...>: AUTO CDC FROM SNAPSHOT
-// (SEMANTICS.md R-CDC-8). The source yields successive FULL snapshots of a
+// (docs/semantics.md#r-cdc-8). The source yields successive FULL snapshots of a
 // table, each with a version above the previous one; the flow turns each
 // into changes against the target: keys new in the snapshot are inserted,
 // keys whose row changed are updated, keys missing from it are deleted.

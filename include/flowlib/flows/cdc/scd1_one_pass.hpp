@@ -34,13 +34,13 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   /// Applies one batch (the facade has checked the target and ONCE).
   template <class Table, class R, class... P>
   void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
-             const void* owner, std::string_view kind) {
+             target_binding& binding, std::string_view kind) {
     using Target = typename Table::row_type;
     auto& ts = this->template target_scratch<Target>();
     ts.used = 0;
     auto& store = target.store();
     if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
-      if (target_ == &target) {  // the first batch also claims the target: planned
+      if (binding.table() == &target) {  // the first batch also claims the target: planned
         if (apply_one_pass(store, ts, batch, checks, stats)) {
           this->release_planned_scratch();
           return;
@@ -49,7 +49,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         ts.used = 0;
       }
     }
-    this->apply_planned(target, store, ts, batch, checks, stats, owner, kind);
+    this->apply_planned(target, store, ts, batch, checks, stats, binding, kind);
   }
 
   /// As new (R-EXACT-5), the one pass's scratch freed too.
@@ -85,11 +85,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   using base::settings_;
   using base::key_;
   using base::seq_;
-  using base::target_;
   using base::classify;
-  using base::throw_null_sequence;
   using base::prefetch_change;
-  using base::prefetch_entry;
   using base::ignore_active;
   using base::index_;
   using base::floor_;
@@ -149,8 +146,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   struct undo_record {
     const change_type* src;   // a change of the key: finds its entry again
     scd1_entry old;           // the entry before the pass (when `existed`)
-    std::uint32_t saved;      // target scratch row with the stored row's values, or cdc_npos
-                              // (always cdc_npos with write_last: the row is written last)
+    std::uint32_t saved;      // target scratch row with the stored row's values, or npos
+                              // (always npos with write_last: the row is written last)
     // (Bit-fields keep the record in one cache line for an int64 sequence.)
     bool existed : 1;         // the key had an entry
     bool have : 1;            // ... whose sequence counts (not a collected tombstone)
@@ -159,8 +156,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     bool tie : 1;             // recount: a change below the key's batch maximum ties
     std::uint32_t last_log;   // the key's latest change in pass_log_
     std::uint32_t last_max;   // ... that was not superseded (pass_log_entry::none: none)
-    std::uint32_t last_sup;   // the key's latest superseded change in superseded_, or cdc_npos
-    std::uint32_t due;        // the key's pending write in due_writes_, or cdc_npos
+    std::uint32_t last_sup;   // the key's latest superseded change in superseded_, or npos
+    std::uint32_t due;        // the key's pending write in due_writes_, or npos
   };
   struct nulled_column {      // a stored row's null column that prepare made an empty string
     row_id row;
@@ -172,11 +169,11 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   };
   struct superseded_change {  // a change that arrived below its key's batch maximum
     sequence_type seq;
-    std::uint32_t prev;       // the key's previous one in superseded_, or cdc_npos
+    std::uint32_t prev;       // the key's previous one in superseded_, or npos
   };
   struct pass_log_entry {           // an applied change (16 bytes for an int64 sequence)
     sequence_type seq;        // a copy: reading it never touches the batch again
-    std::uint32_t prev;       // the key's previous change in pass_log_, or cdc_npos
+    std::uint32_t prev;       // the key's previous change in pass_log_, or npos
     std::uint32_t prev_max : 31;  // the key's previous change that was not superseded
     std::uint32_t remove : 1;     // a delete (else an upsert)
     static constexpr std::uint32_t none = 0x7fffffff;  // prev_max: no such change
@@ -208,21 +205,15 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     superseded_.clear();
     keys_with_superseded_.clear();
     due_writes_.clear();
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+    // The admit step, row by row inside the pass (R-CDC-5): its counts reach
+    // `stats` only once the pass is through.
+    admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_, null_sequence_rule::cdc5};
 
     // One change; false on a truncate. `e` is the key's entry when the
     // caller found it already (nullptr: look it up).
     const auto step = [&](const change_type& r, std::size_t h, scd1_entry* e) -> bool {
-      ++stats.input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(r, counts, name_, describe)) {
-          ++stats.dropped_rows;
-          return true;
-        }
-      }
-      std::optional<sequence_type> so = seq_(r);
-      if (!so) throw_null_sequence(r);
+      std::optional<sequence_type> so = admit(r);
+      if (!so) return true;  // dropped by an expectation
       const sequence_type& s = *so;
       const op o = classify(r);
       if (o == op::truncate) return false;
@@ -253,12 +244,12 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         first = true;
         const auto ri = static_cast<std::uint32_t>(undo_records_.size());
         if (e != nullptr) {
-          undo_records_.push_back({&r, *e, cdc_npos, true, have, e->row == no_row, false, false,
-                           cdc_npos, pass_log_entry::none, cdc_npos, cdc_npos});
+          undo_records_.push_back({&r, *e, npos, true, have, e->row == no_row, false, false,
+                           npos, pass_log_entry::none, npos, npos});
         } else {
           key_type k = key_(r);
-          undo_records_.push_back({&r, scd1_entry{}, cdc_npos, false, false, false, false, false,
-                           cdc_npos, pass_log_entry::none, cdc_npos, cdc_npos});
+          undo_records_.push_back({&r, scd1_entry{}, npos, false, false, false, false, false,
+                           npos, pass_log_entry::none, npos, npos});
           const std::uint64_t gen = index_.generation();
           scd1_entry fresh{};
           fresh.seq = s;
@@ -290,7 +281,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           while (j != pass_log_entry::none && s < pass_log_[j].seq) j = pass_log_[j].prev_max;
           if (j != pass_log_entry::none && !(pass_log_[j].seq < s)) u->tie = ties = true;
           // Ties among superseded changes: found at the end.
-          if (u->last_sup != cdc_npos && superseded_[u->last_sup].prev == cdc_npos) {
+          if (u->last_sup != npos && superseded_[u->last_sup].prev == npos) {
             keys_with_superseded_.push_back(e->rec);  // the key's second
           }
           superseded_.push_back({s, u->last_sup});
@@ -307,7 +298,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
 
       e->seq = s;
       if (o == op::remove) {
-        if (u->due != cdc_npos) due_writes_[u->due].change = nullptr;
+        if (u->due != npos) due_writes_[u->due].change = nullptr;
         if (e->row != no_row) {
           if (u->existed && e->row == u->old.row) {
             u->parked = true;  // erased once the pass has succeeded
@@ -334,14 +325,14 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           mapping<Target>::prepare(t, r, [&](std::uint32_t col) {
             if (stored) nulled_columns_.push_back({e->row, col});
           });
-        } else if (u->existed && e->row == u->old.row && u->saved == cdc_npos) {
+        } else if (u->existed && e->row == u->old.row && u->saved == npos) {
           const std::uint32_t slot = ts.alloc();
           ts.rows[slot] = std::move(t);
           u->saved = slot;
         }
         if (!write_last<Target> && first) {
           mapping<Target>::assign(t, r);
-        } else if (u->due == cdc_npos) {  // written once the pass is through
+        } else if (u->due == npos) {  // written once the pass is through
           u->due = static_cast<std::uint32_t>(due_writes_.size());
           due_writes_.push_back({&r, e->row});
         } else {
@@ -389,7 +380,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
             // later upserts are not written until the end anyway.)
             if (const scd1_entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
               if (a->pass == pass_) {
-                cdc_prefetch(&undo_records_[a->rec]);
+                prefetch(&undo_records_[a->rec]);
               } else if (!write_last<Target> && a->row != no_row) {
                 prefetch_row(store, a->row);
               }
@@ -427,7 +418,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
             if (u.tomb) gc_queue_.push_back({key_(*u.src), now_});
           }
         }
-        if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+        admit.finish(stats);
         write_due(store);  // last: with write_last, it cannot throw
       }
     } catch (...) {
@@ -475,7 +466,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
       if (it == index_.end()) continue;  // a new key whose entry was never made
       scd1_entry& e = it->second;
       if (e.row != no_row && !(u.existed && e.row == u.old.row)) store.erase(e.row);
-      if (u.saved != cdc_npos) store.get(u.old.row) = std::move(ts.rows[u.saved]);
+      if (u.saved != npos) store.get(u.old.row) = std::move(ts.rows[u.saved]);
       if (u.existed) {
         e = std::move(u.old);
       } else {
@@ -502,7 +493,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     for (const std::uint32_t ri : keys_with_superseded_) {
       undo_record& u = undo_records_[ri];
       superseded_seqs_.clear();
-      for (std::uint32_t i = u.last_sup; i != cdc_npos; i = superseded_[i].prev) {
+      for (std::uint32_t i = u.last_sup; i != npos; i = superseded_[i].prev) {
         superseded_seqs_.push_back(&superseded_[i].seq);
       }
       std::sort(superseded_seqs_.begin(), superseded_seqs_.end(),
@@ -527,7 +518,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     for (const undo_record& u : undo_records_) {
       if (!u.tie) continue;
       recount_order_.clear();  // (sequence, log position), in source order once reversed
-      for (std::uint32_t i = u.last_log; i != cdc_npos; i = pass_log_[i].prev) {
+      for (std::uint32_t i = u.last_log; i != npos; i = pass_log_[i].prev) {
         recount_order_.emplace_back(pass_log_[i].seq, i);
       }
       std::reverse(recount_order_.begin(), recount_order_.end());
