@@ -7,10 +7,20 @@
 // batches, so that row slots (and the buffers of their strings) are reused
 // and steady state does not allocate per row. A batch whose rows stay put
 // while it is applied (a forward range of lvalues) can be staged by
-// reference instead (reset(n, true), add_ref): no row is copied. Internal.
+// reference instead (reset(n, true), add_ref): no row is copied.
+//
+// It follows the scratch memory policy of every flow's batch grouping (the
+// top of detail/batch_grouping.hpp): row slots, reference, group and member
+// arrays are kept at their high-water mark and reused (rule 1); the index is
+// sized for expected_groups(rows, last batch's keys), not for the rows
+// (rule 2), and its array is kept and emptied by prefix (rule 3: a vector,
+// which clear() does not free). Its code is its own, not keyed_batch_scratch:
+// AUTO CDC keeps every change of a key (grouped by a counting pass, not
+// chained), and its probe reads no row for small keys. Internal.
 #pragma once
 
 #include <flowlib/columns.hpp>
+#include <flowlib/detail/batch_grouping.hpp>
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/detail/type_traits.hpp>
 
@@ -83,12 +93,16 @@ struct cdc_batch {
   /// With `refer`, the batch's rows are staged by add_ref (they must outlive
   /// the batch's use).
   void reset(std::size_t expected_rows, bool refer = false) {
+    const std::size_t last_groups = groups.size();  // the previous batch's keys
     used = 0;
     by_ref = refer;
     groups.clear();
     if (expected_rows != 0) groups.reserve(expected_rows);
+    // Sized for the keys the batch is expected to carry (at most half full);
+    // a batch with more keys grows it (grow_if_full).
+    const std::size_t expected = expected_groups(expected_rows, last_groups);
     std::size_t cap = 16;
-    while (cap < 2 * expected_rows) cap *= 2;
+    while (cap < 2 * expected) cap *= 2;
     // A much larger array than this batch needs (left by a large batch) is
     // kept, but only its first `cap` slots are used and cleared.
     if (slots.size() < cap) {

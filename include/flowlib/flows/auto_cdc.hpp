@@ -58,7 +58,8 @@
 //                                                 .clock = [] { return my_clock_now(); }}};
 //   Scd1Flow stateful{"users_cdc", fl::CdcSettings{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
 //                     fl::apply_as_truncates<IsTruncate>{},
-//                     fl::except_column_list<"operation", "sequenceNum">{}};  // one value per option, in order
+//                     fl::except_column_list<"operation", "sequenceNum">{}};
+//                     // (one value per option, in order)
 //
 // Options (types, in any order after Scd):
 //   apply_as_deletes<Pred>           Pred(const Change&) -> bool: the change is a delete.

@@ -86,8 +86,9 @@ class AutoCdcFromSnapshot {
   using key_policy = K;
   using row_type = typename K::row_type;  ///< a row of a snapshot
   using key_type = typename K::value_type;
-  using version_type = typename detail::find_option<detail::is_version, snapshot_version<std::int64_t>,
-                                                    Options...>::type::value_type;
+  using version_type =
+      typename detail::find_option<detail::is_version, snapshot_version<std::int64_t>,
+                                   Options...>::type::value_type;
   static constexpr std::string_view kind = "AUTO CDC";
   static constexpr bool is_scd2 = opts::scd2;
   static_assert(std::totally_ordered<version_type>,
@@ -177,7 +178,7 @@ class AutoCdcFromSnapshot {
   using start_col = column_named_t<Target, "__START_AT">;
   template <class Target>
   using end_col = column_named_t<Target, "__END_AT">;
-  static constexpr row_id no_row = detail::cdc_npos;
+  static constexpr row_id no_row = detail::npos;
 
   struct entry {
     row_id row;              // SCD1: the row; SCD2: the current version

@@ -163,7 +163,8 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
       if (g + row_prefetch_distance < n) prefetch_group_rows(g + row_prefetch_distance);
       if constexpr (ignore_active) {  // the stored row is read while planning
         if (g + row_prefetch_distance < n) {
-          if (const scd1_entry* a = group_entries_[g + row_prefetch_distance]; a && a->row != no_row) {
+          if (const scd1_entry* a = group_entries_[g + row_prefetch_distance];
+              a && a->row != no_row) {
             prefetch_row(store, a->row);
           }
         }
@@ -391,7 +392,8 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
     store.reserve(inserts);
     if (settings_.tombstone_gc_threshold && new_tombstones_ != 0) {
       if (gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
-        gc_queue_.erase(gc_queue_.begin(), gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
+        gc_queue_.erase(gc_queue_.begin(),
+                        gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
         gc_head_ = 0;
       }
       cdc_reserve_grow(gc_queue_, gc_queue_.size() + new_tombstones_);
@@ -464,8 +466,9 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   // delete at the truncate's sequence would: values that columns ignoring
   // nulls kept from changes below it are gone (R-CDC-1 with R-CDC-3, R-CDC-6).
   static bool kept_below(const scd1_entry& e, const sequence_type& f) {
-    for (const auto& cs : e.ign.colseq)
+    for (const auto& cs : e.ign.colseq) {
       if (cs && *cs < f) return true;
+    }
     return false;
   }
   template <class Target>

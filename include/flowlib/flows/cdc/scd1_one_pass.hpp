@@ -254,7 +254,9 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           scd1_entry fresh{};
           fresh.seq = s;
           e = &index_.emplace(std::move(k), std::move(fresh)).first->second;
-          if (index_.generation() != gen) lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          if (index_.generation() != gen) {
+            lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          }
         }
         e->pass = pass_;
         e->rec = ri;
@@ -391,7 +393,10 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
             auto it = index_.find(probe{&data[j], hashes[j % hash_ahead]});
             lookahead_entries_[j % find_ahead] = it == index_.end() ? nullptr : &it->second;
           }
-          if (i + match_ahead < n) index_.prefetch_match(probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          if (i + match_ahead < n) {
+            index_.prefetch_match(
+                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          }
           if (i + hash_ahead < n) {
             const change_type& a = data[i + hash_ahead];
             hashes[i % hash_ahead] = traits::hash(key_, a);
@@ -451,7 +456,9 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         prefetch_row(store, due_writes_[i + ahead].row);
         prefetch_change(*due_writes_[i + ahead].change);
       }
-      if (due_writes_[i].change != nullptr) mapping<Target>::assign(store.get(due_writes_[i].row), *due_writes_[i].change);
+      if (due_writes_[i].change != nullptr) {
+        mapping<Target>::assign(store.get(due_writes_[i].row), *due_writes_[i].change);
+      }
     }
   }
 
@@ -459,7 +466,9 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   template <class Store, class Target>
   void undo_one_pass(Store& store, cdc_target_scratch<Target>& ts,
                      std::size_t gc_size) noexcept {
-    for (const nulled_column& n : nulled_columns_) mapping<Target>::reset_null(store.get(n.row), n.column);
+    for (const nulled_column& n : nulled_columns_) {
+      mapping<Target>::reset_null(store.get(n.row), n.column);
+    }
     nulled_columns_.clear();
     for (undo_record& u : undo_records_) {
       auto it = index_.find(probe{u.src, traits::hash(key_, *u.src)});
@@ -555,7 +564,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           ++p_tied;
           continue;
         }
-        count_op(p_up, p_del, pass_log_[recount_order_[k].second].remove ? op::remove : op::upsert, 1);
+        count_op(p_up, p_del, pass_log_[recount_order_[k].second].remove ? op::remove : op::upsert,
+                 1);
         if (u.have && !(u.old.seq < s) && !(s < u.old.seq)) ++p_tied;  // equals the stored change
       }
       stats.upserted_rows += p_up - up;  // modular: the totals stay exact

@@ -64,14 +64,10 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
 
  protected:
   using typename base::opts;
-  using typename base::change_type;
   using typename base::key_type;
   using typename base::sequence_type;
-  using typename base::traits;
   using typename base::op;
-  using typename base::probe;
   using typename base::scratch_type;
-  using typename base::ignored_cols;
   using typename base::scd2_pass_record;
   using typename base::scd2_plan_context;
   using typename base::event;
@@ -86,14 +82,9 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   using start_col = typename base::template start_col<T>;
   template <class T>
   using end_col = typename base::template end_col<T>;
-  using base::n_ignored;
-  using base::no_row;
-  using base::probe_prefetch_distance;
   using base::entry_prefetch_distance;
   using base::row_prefetch_distance;
   using base::commit_prefetch_distance;
-  using base::target_scratch;
-  using base::classify;
   using base::same_change;
   using base::throw_tie;
   using base::stage_batch;
@@ -101,18 +92,13 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   using base::probe_all;
   using base::prefetch_group_rows;
   using base::prefetch_change;
-  using base::release_staging;
   using base::reset_staging;
   using base::name_;
-  using base::settings_;
-  using base::options_;
   using base::key_;
-  using base::seq_;
   using base::scratch_;
   using base::seqs_;
   using base::ops_;
   using base::order_;
-  using base::batch_floor_;
   using base::merge_tied_upserts;
   using base::merge_tied_values;
   using base::walk_step;
@@ -184,7 +170,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
                             bool visible) {
       if constexpr (compact_history) {
         if (!visible) {
-          derived_events_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+          derived_events_.push_back(
+              ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
         }
       } else {
         (void)s, (void)remove, (void)cur, (void)visible;
@@ -239,7 +226,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       for (; k < e; ++k) {
         const std::uint32_t c = order_[k];
         const bool remove = ops_[c] == op::remove;
-        record(seqs_[c], remove, cur, this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+        record(seqs_[c], remove, cur,
+               this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
       }
     } else {
       // A late change: re-derive the key's history from the last version
@@ -334,11 +322,14 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
               const event& old = (*hist)[i];
               if (!old.remove && ops_[c] == op::upsert) merge_tied_values(sc.rows[c], old.row);
             }
-            if constexpr (!compact_history) stored_ties_.push_back({static_cast<std::uint32_t>(i), c});
+            if constexpr (!compact_history) {
+              stored_ties_.push_back({static_cast<std::uint32_t>(i), c});
+            }
             next_stored();
           }
           const bool remove = ops_[c] == op::remove;
-          record(seqs_[c], remove, cur, this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+          record(seqs_[c], remove, cur,
+                 this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
           ++k;
         } else {
           if constexpr (compact_history) {
@@ -405,7 +396,9 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       // versions) and then the current version's row are prefetched ahead,
       // each step reading what the previous one brought in.
       if (g + 2 * entry_prefetch_distance < n) {
-        if (const scd2_entry* a = group_entries_[g + 2 * entry_prefetch_distance]) prefetch_object(a);
+        if (const scd2_entry* a = group_entries_[g + 2 * entry_prefetch_distance]) {
+          prefetch_object(a);
+        }
       }
       if (g + entry_prefetch_distance < n) {
         if (const scd2_entry* a = group_entries_[g + entry_prefetch_distance]) {
@@ -415,7 +408,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       }
       if (g + row_prefetch_distance < n) {
         prefetch_group_rows(g + row_prefetch_distance);
-        if (const scd2_entry* a = group_entries_[g + row_prefetch_distance]; a && !a->versions.empty()) {
+        if (const scd2_entry* a = group_entries_[g + row_prefetch_distance];
+            a && !a->versions.empty()) {
           prefetch_row(store, a->versions.back());
         }
       }

@@ -173,7 +173,9 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
           pass_records_.push_back({&r, 0, 0, false, false});
           const std::uint64_t gen = index_.generation();
           e = &index_.try_emplace(std::move(k)).first->second;
-          if (index_.generation() != gen) lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          if (index_.generation() != gen) {
+            lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          }
         }
         e->pass = pass_;
         e->rec = ri;
@@ -252,7 +254,8 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
         // shared (a member template taking the step, or helpers that start
         // and advance the read-ahead), GCC compiled SCD1's pass markedly
         // slower.
-        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2, row_ahead = 1;
+        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2,
+                              row_ahead = 1;
         const change_type* data = std::ranges::data(batch);
         const auto n = static_cast<std::size_t>(std::ranges::size(batch));
         std::array<std::size_t, hash_ahead> hashes{};
@@ -287,7 +290,10 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
             // covers a slot over three lines.)
             if (a != nullptr) prefetch_object(a);
           }
-          if (i + match_ahead < n) index_.prefetch_match(probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          if (i + match_ahead < n) {
+            index_.prefetch_match(
+                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          }
           if (i + hash_ahead < n) {
             const change_type& a = data[i + hash_ahead];
             hashes[i % hash_ahead] = traits::hash(key_, a);
