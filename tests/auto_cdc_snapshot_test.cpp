@@ -1,6 +1,6 @@
-// AUTO CDC FROM SNAPSHOT (R-CDC-8): the reference vector of SEMANTICS.md
-// section 3, SCD1, version checks, and a randomised comparison with a model,
-// over every storage policy.
+// AUTO CDC FROM SNAPSHOT (R-CDC-8): the reference vector of
+// docs/semantics.md#auto-cdc, SCD1, version checks, and a randomised
+// comparison with a model, over every storage policy.
 #include <flowlib/flows/auto_cdc_snapshot.hpp>
 #include <flowlib/table.hpp>
 
@@ -62,7 +62,8 @@ using namespace snap;
 
 TEST_CASE_TEMPLATE("R-CDC-8: reference vector, SCD2 tracking history on column a", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
-  using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<fl::track_history_column_list<"a">>>;
+  using Flow =
+      fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<fl::track_history_column_list<"a">>>;
   fl::StreamingTable<ItemHistory, Storage> target{"items"};
   Flow flow{"items_from_snapshots"};
   const fl::BatchStats s = flow.apply(target, reference_source());
@@ -86,7 +87,8 @@ TEST_CASE_TEMPLATE("R-CDC-8: SCD1 inserts, updates only changed rows, deletes mi
   const auto s1 = flow.apply_snapshot(target, src.snapshots[0].first, 1);
   CHECK(s1.upserted_rows == 3);
   const auto s2 = flow.apply_snapshot(target, src.snapshots[1].first, 2);
-  CHECK(target.sorted_rows() == std::vector<Item>{{2, "a2_new", "b2"}, {3, "a3", "b3"}, {4, "a4", "b4_new"}});
+  CHECK(target.sorted_rows() ==
+        std::vector<Item>{{2, "a2_new", "b2"}, {3, "a3", "b3"}, {4, "a4", "b4_new"}});
   CHECK(s2.upserted_rows == 3);
   CHECK(s2.deleted_rows == 1);
   // The same content again: nothing is written.
@@ -161,15 +163,17 @@ FLOWLIB_SCHEMA(WideHistory, id, a, b, (start_at, "__START_AT"), (end_at, "__END_
 
 TEST_CASE_TEMPLATE("R-CDC-8: except_column_list and a string version", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
-  using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Wide::id>, fl::Scd2<>, fl::except_column_list<"noise">,
-                                       fl::snapshot_version<std::string>>;
+  using Flow =
+      fl::AutoCdcFromSnapshot<fl::Key<&Wide::id>, fl::Scd2<>, fl::except_column_list<"noise">,
+                              fl::snapshot_version<std::string>>;
   fl::StreamingTable<WideHistory, Storage> target{"wide"};
   Flow flow;
   flow.apply_snapshot(target, std::vector<Wide>{{1, "a", "b", "x"}}, "2024-01-01");
   flow.apply_snapshot(target, std::vector<Wide>{{1, "a", "b", "y"}}, "2024-01-02");  // noise only
   flow.apply_snapshot(target, std::vector<Wide>{{1, "A", "b", "y"}}, "2024-01-03");
-  CHECK(target.sorted_rows() == std::vector<WideHistory>{{1, "A", "b", "2024-01-03", std::nullopt},
-                                                         {1, "a", "b", "2024-01-01", "2024-01-03"}});
+  CHECK(target.sorted_rows() ==
+        std::vector<WideHistory>{{1, "A", "b", "2024-01-03", std::nullopt},
+                                 {1, "a", "b", "2024-01-01", "2024-01-03"}});
 }
 
 TEST_CASE_TEMPLATE("R-CDC-8: random snapshot sequences against a model", Storage,
@@ -177,7 +181,8 @@ TEST_CASE_TEMPLATE("R-CDC-8: random snapshot sequences against a model", Storage
   std::mt19937 rng(77);
   std::uniform_int_distribution<int> pct(0, 99), val(0, 2);
   for (int n = 0; n < 300; ++n) {
-    using Flow = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<fl::track_history_column_list<"a">>>;
+    using Flow =
+        fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<fl::track_history_column_list<"a">>>;
     fl::StreamingTable<ItemHistory, Storage> h{"h"};
     fl::StreamingTable<Item, Storage> t{"t"};
     Flow f2;

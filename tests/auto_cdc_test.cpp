@@ -1,4 +1,4 @@
-// AUTO CDC: the reference vectors of SEMANTICS.md section 3, and every
+// AUTO CDC: the reference vectors of docs/semantics.md#auto-cdc, and every
 // option (R-CDC-1..R-CDC-7), over every storage policy. Randomised
 // reference-model tests are in auto_cdc_random_test.cpp, AUTO CDC FROM
 // SNAPSHOT in auto_cdc_snapshot_test.cpp.
@@ -68,12 +68,13 @@ using NotStored = fl::except_column_list<"operation", "sequenceNum">;
 
 using Scd1Flow = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
                              fl::apply_as_truncates<IsTruncate>, NotStored>;
-using Scd2Flow = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored>;
+using Scd2Flow =
+    fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored>;
 using Scd2NoCityFlow =
     fl::AutoCdc<UserKey, UserSeq, fl::Scd2<fl::track_history_except_column_list<"city">>,
                 fl::apply_as_deletes<IsDelete>, NotStored>;
 
-// The reference docs' users example (SEMANTICS.md section 3), verbatim.
+// The reference docs' users example (docs/semantics.md#auto-cdc), verbatim.
 std::vector<Change> feed() {
   return {
       {124, "Raul", "Oaxaca", "INSERT", 1},
@@ -121,8 +122,9 @@ TEST_CASE_TEMPLATE("R-CDC-2: reference vector, SCD type 1", Storage, FLOWTEST_ST
   CHECK(s.ignored_late_rows == 0);
   CHECK(s.tied_rows == 0);
   // The same late changes in a later batch are ignored.
-  const auto late = flow.apply(target, std::vector<Change>{{125, "Mercedes", "Mexicali", "UPDATE", 5},
-                                                           {123, "Isabel", "Chihuahua", "UPDATE", 5}});
+  const auto late =
+      flow.apply(target, std::vector<Change>{{125, "Mercedes", "Mexicali", "UPDATE", 5},
+                                             {123, "Isabel", "Chihuahua", "UPDATE", 5}});
   CHECK(late.ignored_late_rows == 2);
   CHECK(late.upserted_rows == 0);
   CHECK(target.sorted_rows() == scd1_expected);
@@ -200,8 +202,9 @@ TEST_CASE_TEMPLATE("R-CDC-4: SCD2 late changes split versions and fix both neigh
   CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 30}, {1, "A", "Z", 30, {}}});
   // Late: a version in the middle.
   flow.apply(t, std::vector<Change>{{1, "A", "Y", "UPDATE", 20}});
-  CHECK(t.sorted_rows() == std::vector<UserHistory>{
-                               {1, "A", "X", 10, 20}, {1, "A", "Y", 20, 30}, {1, "A", "Z", 30, {}}});
+  CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 20},
+                                                    {1, "A", "Y", 20, 30},
+                                                    {1, "A", "Z", 30, {}}});
   // Late: before the first version.
   flow.apply(t, std::vector<Change>{{1, "A", "W", "UPDATE", 5}});
   CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "W", 5, 10},
@@ -216,8 +219,9 @@ TEST_CASE_TEMPLATE("R-CDC-4: SCD2 late changes split versions and fix both neigh
                                                     {1, "A", "Z", 30, {}}});
 }
 
-TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes that opened or closed no version",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes that opened or closed no version",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
   // A key's history keeps only the changes its versions do not show (an
   // upsert with the open version's values, a delete with none open); late
   // changes are placed among both kinds, in the planned path and the one pass.
@@ -234,7 +238,8 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes th
     apply({1, {}, {}, "DELETE", 30});
     apply({1, {}, {}, "DELETE", 40});    // nothing open: closes nothing
     apply({1, "B", "Y", "INSERT", 50});
-    CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 30}, {1, "B", "Y", 50, {}}});
+    CHECK(t.sorted_rows() ==
+          std::vector<UserHistory>{{1, "A", "X", 10, 30}, {1, "B", "Y", 50, {}}});
     // Before the upsert that opened nothing: that one now reopens (A, X).
     apply({1, "C", "Z", "UPDATE", 15});
     CHECK(t.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 10, 15},
@@ -286,8 +291,9 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: SCD2 late changes and ties among changes th
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5 R-CDC-7: SCD2 one batch mixing a key's late, tied and in-order changes",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-4 R-CDC-5 R-CDC-7: SCD2 one batch mixing a key's late, tied and in-order changes",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
   // The one pass sets a late or tied change aside and still applies the
   // key's later in-order changes; the planned path takes the batch whole.
   // Both give the replay in sequence order, the later of two tied changes
@@ -325,8 +331,9 @@ TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5 R-CDC-7: SCD2 one batch mixing a key's late,
   CHECK(t.sorted_rows() == want);
 }
 
-TEST_CASE_TEMPLATE("R-CDC-4: SCD2 identical tracked values open no version; untracked update in place",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-4: SCD2 identical tracked values open no version; untracked update in place", Storage,
+    FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<UserHistory, Storage> t{"h"};
   Scd2NoCityFlow flow;
   flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}});
@@ -347,8 +354,9 @@ TEST_CASE_TEMPLATE("R-CDC-4: SCD2 identical tracked values open no version; untr
   CHECK(t2.sorted_rows() == std::vector<UserHistory>{{1, "A", "X", 1, {}}});
 }
 
-TEST_CASE_TEMPLATE("R-CDC-2: a delete leaves a tombstone; an older change does not resurrect the key",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-2: a delete leaves a tombstone; an older change does not resurrect the key", Storage,
+    FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
   flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1}});
@@ -429,7 +437,8 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-4: updates right after new keys that make the 
       want.push_back({n + k, "N", "Y"});
       want.push_back({k, "U", "Z"});
     }
-    std::sort(want.begin(), want.end(), [](const User& a, const User& b) { return a.userId < b.userId; });
+    std::sort(want.begin(), want.end(),
+              [](const User& a, const User& b) { return a.userId < b.userId; });
 
     Scd1Flow flow{"users_cdc"};
     fl::StreamingTable<User, Storage> t{"u"};
@@ -453,8 +462,9 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-4: updates right after new keys that make the 
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-3: truncate keeps rows at or above its sequence, and applies in order within a batch",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-3: truncate keeps rows at or above its sequence, and applies in order within a batch",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<User, Storage> t{"u"};
   Scd1Flow flow;
   const auto s = flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 1},
@@ -584,7 +594,8 @@ TEST_CASE_TEMPLATE("R-CDC-6: ignore_null_updates keeps stored values; without it
     flow.apply(t, std::vector<Change>{{1, "B", std::nullopt, "UPDATE", 3}});
     CHECK(t.sorted_rows() == std::vector<User>{{1, "B", "Y"}});
     // After a delete nothing is kept: a null stays null.
-    flow.apply(t, std::vector<Change>{{1, {}, {}, "DELETE", 4}, {1, std::nullopt, "Z", "INSERT", 5}});
+    flow.apply(t,
+               std::vector<Change>{{1, {}, {}, "DELETE", 4}, {1, std::nullopt, "Z", "INSERT", 5}});
     CHECK(t.sorted_rows() == std::vector<User>{{1, std::nullopt, "Z"}});
   }
   SUBCASE("for a list of columns") {
@@ -675,23 +686,27 @@ using ESeq = fl::Seq<&Event::ts, &Event::tiebreak>;
 TEST_CASE_TEMPLATE("R-CDC-1: composite nullable keys, struct sequence, predicates with state",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace opt;
-  using F = fl::AutoCdc<EKey, ESeq, fl::Scd1, fl::apply_as_deletes<KindIs>,
-                        fl::apply_as_truncates<KindIs>, fl::column_list<"region", "device", "payload">>;
+  using F =
+      fl::AutoCdc<EKey, ESeq, fl::Scd1, fl::apply_as_deletes<KindIs>,
+                  fl::apply_as_truncates<KindIs>, fl::column_list<"region", "device", "payload">>;
   F flow{"events", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
-         fl::apply_as_truncates<KindIs>{{"wipe"}}, fl::column_list<"region", "device", "payload">{}};
+         fl::apply_as_truncates<KindIs>{{"wipe"}},
+         fl::column_list<"region", "device", "payload">{}};
   fl::StreamingTable<Current, Storage> t{"current"};
   flow.apply(t, std::vector<Event>{{"eu", 1, 10, 0, "a", "up"},
                                    {"eu", std::nullopt, 10, 0, "b", "up"},
                                    {"eu", std::nullopt, 10, 1, "c", "up"},  // tiebreak wins
                                    {"us", 1, 5, 0, "d", "up"}});
-  CHECK(t.sorted_rows() == std::vector<Current>{{"eu", std::nullopt, "c"}, {"eu", 1, "a"}, {"us", 1, "d"}});
+  CHECK(t.sorted_rows() ==
+        std::vector<Current>{{"eu", std::nullopt, "c"}, {"eu", 1, "a"}, {"us", 1, "d"}});
   flow.apply(t, std::vector<Event>{{"eu", 1, 10, 1, "", "gone"}});
   CHECK(t.size() == 2);
   flow.apply(t, std::vector<Event>{{"", std::nullopt, 10, 1, "", "wipe"}});
   CHECK(t.sorted_rows() == std::vector<Current>{{"eu", std::nullopt, "c"}});
 
-  using F2 = fl::AutoCdc<EKey, ESeq, fl::Scd2<fl::track_history_column_list<"payload">>,
-                         fl::apply_as_deletes<KindIs>, fl::column_list<"region", "device", "payload">>;
+  using F2 =
+      fl::AutoCdc<EKey, ESeq, fl::Scd2<fl::track_history_column_list<"payload">>,
+                  fl::apply_as_deletes<KindIs>, fl::column_list<"region", "device", "payload">>;
   F2 f2{"events2", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
         fl::column_list<"region", "device", "payload">{}};
   fl::StreamingTable<History, Storage> h{"history"};
@@ -766,10 +781,13 @@ struct ThrowingDelete {
 };
 }  // namespace users
 
-TEST_CASE_TEMPLATE("R-CDC-5: a user exception mid-batch propagates and changes nothing (SCD1, SCD2)",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
-  using F1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
-  using F2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
+TEST_CASE_TEMPLATE(
+    "R-CDC-5: a user exception mid-batch propagates and changes nothing (SCD1, SCD2)", Storage,
+    FLOWTEST_STORAGE_POLICIES) {
+  using F1 =
+      fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
+  using F2 =
+      fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
   F1 f1{"f1", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
   F2 f2{"f2", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
   fl::StreamingTable<User, Storage> t{"u"};
@@ -789,8 +807,10 @@ TEST_CASE_TEMPLATE("R-CDC-5: a user exception mid-batch propagates and changes n
   CHECK(h.sorted_rows() == scd2_expected);
 }
 
-TEST_CASE_TEMPLATE("R-TABLE-2: AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, SCD2)",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-TABLE-2: AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, "
+    "SCD2)",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
   using Once1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::Once, fl::apply_as_deletes<IsDelete>,
                             NotStored>;
   using Once2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
@@ -922,8 +942,8 @@ struct IsDelete {
 };
 }  // namespace fragile_cdc
 
-TEST_CASE_TEMPLATE("R-CDC-5: a row write failing anywhere in a batch changes nothing (SCD1)", Storage,
-                   FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE("R-CDC-5: a row write failing anywhere in a batch changes nothing (SCD1)",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
   using fragile_cdc::Change;
   using fragile_cdc::Fragile;
   using fragile_cdc::Row;
@@ -974,7 +994,9 @@ TEST_CASE_TEMPLATE("R-CDC-5: a row write failing anywhere in a batch changes not
                                             {5, "e3", F(53)}});
 }
 
-TEST_CASE("R-CDC-4: the search from the back that places a late change agrees with std::upper_bound and std::lower_bound") {
+TEST_CASE(
+    "R-CDC-4: the search from the back that places a late change agrees with std::upper_bound and "
+    "std::lower_bound") {
   std::mt19937 rng(4242);
   const auto less = [](int a, int b) { return a < b; };
   using fl::detail::partition_point_from_back;
@@ -1059,7 +1081,8 @@ TEST_CASE("R-CDC-4: a late change rewrites a few versions, however long the hist
   // late change rewrote every version after it).
   using Store = counting::counting_row_store<UserHistory>;
   fl::CdcSettings one_pass;
-  one_pass.tuning.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  one_pass.tuning.scd2_one_pass_min_keys =
+      0;  // the late changes are set aside by the pass, then planned
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
@@ -1112,7 +1135,8 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
   // earliest to the last and rewrote every version in between).
   using Store = counting::counting_row_store<UserHistory>;
   fl::CdcSettings one_pass;
-  one_pass.tuning.scd2_one_pass_min_keys = 0;  // the late changes are set aside by the pass, then planned
+  one_pass.tuning.scd2_one_pass_min_keys =
+      0;  // the late changes are set aside by the pass, then planned
   for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
     CAPTURE(settings.tuning.scd2_one_pass_min_keys);
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
@@ -1247,10 +1271,69 @@ TEST_CASE_TEMPLATE("R-EXACT-5: a ONCE flow runs again after a full refresh of it
   CHECK(flow.key_count() == 2);
 }
 
+// --- a moved flow (R-CDC-7) ----------------------------------------------------------
+
+// A moved flow keeps writing its table (its claim, index and history move with
+// it); the moved-from flow, which lost that state, is refused by the table.
+template <class Flow, class Table>
+void check_moved_flow(const fl::CdcSettings& settings, const std::vector<Change>& first,
+                      const std::vector<Change>& second, const std::vector<Change>& third) {
+  Table users{"users"};
+  Flow flow{"users_cdc", settings};
+  flow.apply(users, first);
+  Flow moved{std::move(flow)};
+  const fl::BatchStats s = moved.apply(users, second);
+  Flow assigned{"other", settings};
+  assigned = std::move(moved);
+  const fl::BatchStats t = assigned.apply(users, third);
+
+  Table fresh{"fresh"};
+  Flow fresh_flow{"fresh_cdc", settings};
+  fresh_flow.apply(fresh, first);
+  CHECK(s == fresh_flow.apply(fresh, second));
+  CHECK(t == fresh_flow.apply(fresh, third));
+  CHECK(users.sorted_rows() == fresh.sorted_rows());
+  CHECK(assigned.key_count() == fresh_flow.key_count());
+
+  const auto rows = users.sorted_rows();
+  for (Flow* gone : {&flow, &moved}) {
+    try {
+      gone->apply(users, third);
+      FAIL("expected an error");
+    } catch (const fl::error& e) {
+      CHECK(e.code() == fl::errc::invalid_target);
+    }
+  }
+  CHECK(users.sorted_rows() == rows);
+}
+
+TEST_CASE_TEMPLATE("R-CDC-7: a moved flow keeps writing its table; the moved-from one is refused",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  const std::vector<Change> first{{1, "a", "x", "INSERT", 1}, {2, "b", "x", "INSERT", 1},
+                                  {3, "c", "x", "INSERT", 1}};
+  const std::vector<Change> second{{1, "a", "y", "UPDATE", 2}, {2, "b", "x", "DELETE", 3},
+                                   {4, "d", "x", "INSERT", 2}};
+  const std::vector<Change> third{{1, "e", "y", "UPDATE", 4}, {3, "c", "z", "UPDATE", 0},
+                                  {4, "d", "w", "UPDATE", 5}};
+  SUBCASE("SCD1") {
+    check_moved_flow<Scd1Flow, fl::StreamingTable<User, Storage>>({}, first, second, third);
+  }
+  SUBCASE("SCD2") {
+    for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+      CAPTURE(min_keys);
+      fl::CdcSettings settings;
+      settings.tuning.scd2_one_pass_min_keys = min_keys;  // one pass, or planned
+      check_moved_flow<Scd2Flow, fl::StreamingTable<UserHistory, Storage>>(settings, first,
+                                                                          second, third);
+    }
+  }
+}
+
 // --- ties under ignore_null_updates (R-CDC-5) --------------------------------------
 
-TEST_CASE_TEMPLATE("R-CDC-5 R-CDC-6: ignore_null_updates: tied changes apply in source order, SCD1 and SCD2 alike",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-5 R-CDC-6: ignore_null_updates: tied changes apply in source order, SCD1 and SCD2 alike",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
   using Ign1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
                            fl::ignore_null_updates>;
   using Ign2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
@@ -1293,8 +1376,10 @@ TEST_CASE_TEMPLATE("R-CDC-5 R-CDC-6: ignore_null_updates: tied changes apply in 
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-5: strict_sequence: an identical redelivery is counted and changes nothing, SCD1 and SCD2",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE(
+    "R-CDC-5: strict_sequence: an identical redelivery is counted and changes nothing, SCD1 and "
+    "SCD2",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
   using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
                               NotStored, fl::strict_sequence>;
   using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,

@@ -1,6 +1,6 @@
 // flowlib/table.hpp
 //
-// Tables that flows write (SEMANTICS.md section 5):
+// Tables that flows write (docs/semantics.md#tables-and-flows):
 //
 //   - StreamingTable<Row, Storage>: accepts any flow type, within each flow's
 //     own limits (R-TABLE-1). A REPLACE USING target, for example, accepts
@@ -160,7 +160,8 @@ template <class Row>
 struct table_settings {
   std::string comment;
   std::map<std::string, std::string, std::less<>> properties;
-  std::vector<std::string_view> partition_columns;  // names from template arguments (static storage)
+  // Names from template arguments (static storage).
+  std::vector<std::string_view> partition_columns;
   std::vector<std::string_view> cluster_columns;
   std::shared_ptr<const void> row_filter_obj;
   bool (*row_filter_call)(const void*, const Row&) = nullptr;
@@ -226,7 +227,8 @@ class TableOptions {
                   "flowlib table options: PARTITIONED BY and CLUSTER BY cannot be combined, "
                   "and each is given once; choose either partitioned_by<...>() or "
                   "cluster_by<...>() (R-TABLE-3).");
-    static_assert(sizeof...(Cols) > 0, "flowlib table options: partitioned_by<...>() needs at least one column.");
+    static_assert(sizeof...(Cols) > 0,
+                  "flowlib table options: partitioned_by<...>() needs at least one column.");
     static_assert(detail::table_layout_check<Row, detail::partition_layout<Cols...>>::ok);
     TableOptions<Row, detail::partition_layout<Cols...>> out;
     out.s_ = std::move(s_);
@@ -241,7 +243,8 @@ class TableOptions {
                   "flowlib table options: PARTITIONED BY and CLUSTER BY cannot be combined, "
                   "and each is given once; choose either partitioned_by<...>() or "
                   "cluster_by<...>() (R-TABLE-3).");
-    static_assert(sizeof...(Cols) > 0, "flowlib table options: cluster_by<...>() needs at least one column.");
+    static_assert(sizeof...(Cols) > 0,
+                  "flowlib table options: cluster_by<...>() needs at least one column.");
     static_assert(detail::table_layout_check<Row, detail::cluster_layout<Cols...>>::ok);
     TableOptions<Row, detail::cluster_layout<Cols...>> out;
     out.s_ = std::move(s_);
@@ -285,7 +288,8 @@ class TableOptions {
   /// checked by the append flows that write the table.
   template <class... P>
   TableOptions expect(Expectation<P>... es) && {
-    static_assert(sizeof...(P) > 0, "flowlib table options: expect(...) needs at least one expectation.");
+    static_assert(sizeof...(P) > 0,
+                  "flowlib table options: expect(...) needs at least one expectation.");
     return std::move(*this).expectations(Expectations<P...>(std::move(es)...));
   }
   /// Adds an expectation set (see flowlib::expectations()).

@@ -29,9 +29,8 @@
 //      never a regrowth through every rehash.
 //
 // ReplaceUsing follows all three (its index is an absl set, rule 3's second
-// case). AUTO CDC's cdc_batch follows 1 and 3 (its own open-addressing
-// index, kept and emptied by prefix) and sizes its index by rows (2 x rows);
-// adopting rule 2 means sizing it with expected_groups() instead.
+// case). AUTO CDC's cdc_batch follows all three too (its own open-addressing
+// index, sized with expected_groups(), kept and emptied by prefix).
 #pragma once
 
 #include <flowlib/columns.hpp>

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <flowlib/detail/fixed_string.hpp>
+#include <flowlib/detail/name_list.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/schema.hpp>
 
@@ -57,25 +58,6 @@
 namespace flowlib {
 
 namespace detail {
-
-/// A compile-time list of column names.
-template <fixed_string... Names>
-struct name_list {
-  static constexpr std::size_t size = sizeof...(Names);
-  static constexpr std::array<std::string_view, size> names{Names.view()...};
-  static constexpr bool contains(std::string_view n) noexcept {
-    for (std::string_view x : names)
-      if (x == n) return true;
-    return false;
-  }
-};
-
-template <class A, class B>
-struct concat_name_lists;
-template <fixed_string... A, fixed_string... B>
-struct concat_name_lists<name_list<A...>, name_list<B...>> {
-  using type = name_list<A..., B...>;
-};
 
 // --- Per-column checks ------------------------------------------------------
 // One class template per rule, instantiated per column, so that the column
@@ -207,7 +189,8 @@ struct by_name_target_column {
   }
 };
 
-template <class Source, class Target, class Dropped, class Skipped, class SourceCols, class TargetCols>
+template <class Source, class Target, class Dropped, class Skipped, class SourceCols,
+          class TargetCols>
 struct by_name_checks;
 template <class Source, class Target, class Dropped, class Skipped, class... SC, class... TC>
 struct by_name_checks<Source, Target, Dropped, Skipped, type_list<SC...>, type_list<TC...>> {
@@ -227,10 +210,10 @@ struct by_name_checks<Source, Target, Dropped, Skipped, type_list<SC...>, type_l
   static constexpr bool skipped_ok(name_list<K...>*) {
     return (by_name_skipped_column<Target, K>::ok && ...);
   }
-  static constexpr bool ok = dropped_ok(static_cast<Dropped*>(nullptr)) &&
-                             skipped_ok(static_cast<Skipped*>(nullptr)) &&
-                             (source_ok<SC>() && ...) &&
-                             (by_name_target_column<Source, Target, TC, Dropped, Skipped>::ok && ...);
+  static constexpr bool ok =
+      dropped_ok(static_cast<Dropped*>(nullptr)) && skipped_ok(static_cast<Skipped*>(nullptr)) &&
+      (source_ok<SC>() && ...) &&
+      (by_name_target_column<Source, Target, TC, Dropped, Skipped>::ok && ...);
 
   template <class S>
   static constexpr void assign(Target& dst, S&& src) {

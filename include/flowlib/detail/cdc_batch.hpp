@@ -7,10 +7,22 @@
 // batches, so that row slots (and the buffers of their strings) are reused
 // and steady state does not allocate per row. A batch whose rows stay put
 // while it is applied (a forward range of lvalues) can be staged by
-// reference instead (reset(n, true), add_ref): no row is copied. Internal.
+// reference instead (reset(n, true), add_ref): no row is copied.
+//
+// It follows the scratch memory policy of every flow's batch grouping (the
+// top of detail/batch_grouping.hpp): row slots, reference, group and member
+// arrays are kept at their high-water mark and reused (rule 1); the index is
+// sized for expected_groups(rows, last batch's keys), not for the rows
+// (rule 2), and its array is kept and emptied by prefix (rule 3: a vector,
+// which clear() does not free). Its code is its own, not keyed_batch_scratch:
+// AUTO CDC keeps every change of a key (grouped by a counting pass, not
+// chained), and its probe reads no row for small keys. Internal.
 #pragma once
 
 #include <flowlib/columns.hpp>
+#include <flowlib/detail/batch_grouping.hpp>
+#include <flowlib/detail/prefetch.hpp>
+#include <flowlib/detail/type_traits.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -22,12 +34,6 @@
 #include <vector>
 
 namespace flowlib::detail {
-
-/// "No index" for 32-bit row and slot indices.
-inline constexpr std::uint32_t cdc_npos = std::numeric_limits<std::uint32_t>::max();
-
-/// Hint that the cache line at p is about to be read (never faults).
-inline void cdc_prefetch(const void* p) noexcept { __builtin_prefetch(p); }
 
 /// A row with its precomputed key hash, for heterogeneous index lookups.
 template <class Row>
@@ -64,18 +70,18 @@ struct cdc_batch {
                                       sizeof(key_type) <= 16;
   struct tagged_slot {
     std::uint32_t tag;    // the key hash's upper half (any value)
-    std::uint32_t group;  // cdc_npos: empty
+    std::uint32_t group;  // npos: empty
   };
   struct keyed_slot {
     key_type key;
-    std::uint32_t group;  // cdc_npos: empty
+    std::uint32_t group;  // npos: empty
   };
   using slot = std::conditional_t<key_in_slot, keyed_slot, tagged_slot>;
   static slot empty_slot() noexcept {
     if constexpr (key_in_slot) {
-      return slot{key_type{}, cdc_npos};
+      return slot{key_type{}, npos};
     } else {
-      return slot{0, cdc_npos};
+      return slot{0, npos};
     }
   }
 
@@ -87,12 +93,16 @@ struct cdc_batch {
   /// With `refer`, the batch's rows are staged by add_ref (they must outlive
   /// the batch's use).
   void reset(std::size_t expected_rows, bool refer = false) {
+    const std::size_t last_groups = groups.size();  // the previous batch's keys
     used = 0;
     by_ref = refer;
     groups.clear();
     if (expected_rows != 0) groups.reserve(expected_rows);
+    // Sized for the keys the batch is expected to carry (at most half full);
+    // a batch with more keys grows it (grow_if_full).
+    const std::size_t expected = expected_groups(expected_rows, last_groups);
     std::size_t cap = 16;
-    while (cap < 2 * expected_rows) cap *= 2;
+    while (cap < 2 * expected) cap *= 2;
     // A much larger array than this batch needs (left by a large batch) is
     // kept, but only its first `cap` slots are used and cleared.
     if (slots.size() < cap) {
@@ -108,7 +118,7 @@ struct cdc_batch {
     const auto tag = static_cast<std::uint32_t>(std::uint64_t{p.hash} >> 32);
     for (std::size_t i = p.hash & mask;; i = (i + 1) & mask) {
       slot& s = slots[i];
-      if (s.group == cdc_npos) return s;
+      if (s.group == npos) return s;
       if constexpr (key_in_slot) {
         if (key_traits<K>::equal(key, *p.row, s.key)) return s;
       } else {
@@ -117,7 +127,7 @@ struct cdc_batch {
     }
   }
   /// Hint that p's key is about to be looked up.
-  void prefetch(const probe& p) const noexcept { cdc_prefetch(&slots[p.hash & mask]); }
+  void prefetch(const probe& p) const noexcept { detail::prefetch(&slots[p.hash & mask]); }
   const slot& find_slot(const probe& p) const {
     return const_cast<cdc_batch*>(this)->find_slot(p);
   }
@@ -167,12 +177,12 @@ struct cdc_batch {
   const Row& row(std::uint32_t i) const noexcept { return by_ref ? *refs[i] : rows[i]; }
 
   /// Whether a row with p's key is already in the batch.
-  bool contains(const probe& p) const { return find_slot(p).group != cdc_npos; }
+  bool contains(const probe& p) const { return find_slot(p).group != npos; }
 
   /// Adds row i to the group of slot s (a new group when s is empty).
   void link(slot& s, const probe& p, std::uint32_t i) {
     std::uint32_t g = s.group;
-    if (g == cdc_npos) {
+    if (g == npos) {
       g = static_cast<std::uint32_t>(groups.size());
       groups.push_back({p.hash, i, 1, 0});
       s = make_slot(g, p.hash, row(i));  // the stored row: p's may have been moved from
@@ -230,7 +240,7 @@ struct cdc_batch {
     std::vector<slot> bigger(std::max(cap, slots.size()), empty_slot());
     for (std::size_t g = 0; g < groups.size(); ++g) {
       for (std::size_t i = groups[g].hash & (cap - 1);; i = (i + 1) & (cap - 1)) {
-        if (bigger[i].group == cdc_npos) {
+        if (bigger[i].group == npos) {
           bigger[i] = make_slot(static_cast<std::uint32_t>(g), groups[g].hash, row(groups[g].head));
           break;
         }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <flowlib/detail/fixed_string.hpp>
+#include <flowlib/detail/name_list.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/once.hpp>
 #include <flowlib/schema.hpp>
@@ -54,18 +55,6 @@ struct snapshot_version;
 
 namespace detail {
 
-/// The names of a fixed_string pack, as a constexpr array.
-template <fixed_string... Names>
-struct name_set {
-  static constexpr std::array<std::string_view, sizeof...(Names)> names{Names.view()...};
-  static constexpr bool contains(std::string_view n) noexcept {
-    for (std::string_view x : names)
-      if (x == n) return true;
-    return false;
-  }
-};
-using no_names = name_set<>;
-
 template <class Col>
 struct column_name_of;
 template <auto M, fixed_string N>
@@ -75,18 +64,36 @@ struct column_name_of<column<M, N>> {
 
 // --- option recognition ------------------------------------------------------
 template <class T> struct is_column_list : std::false_type {};
-template <fixed_string... N> struct is_column_list<column_list<N...>> : std::true_type { using set = name_set<N...>; };
+template <fixed_string... N>
+struct is_column_list<column_list<N...>> : std::true_type {
+  using set = name_list<N...>;
+};
 template <class T> struct is_except_column_list : std::false_type {};
-template <fixed_string... N> struct is_except_column_list<except_column_list<N...>> : std::true_type { using set = name_set<N...>; };
+template <fixed_string... N>
+struct is_except_column_list<except_column_list<N...>> : std::true_type {
+  using set = name_list<N...>;
+};
 template <class T> struct is_ignore_all : std::is_same<T, ignore_null_updates> {};
 template <class T> struct is_ignore_list : std::false_type {};
-template <fixed_string... N> struct is_ignore_list<ignore_null_updates_column_list<N...>> : std::true_type { using set = name_set<N...>; };
+template <fixed_string... N>
+struct is_ignore_list<ignore_null_updates_column_list<N...>> : std::true_type {
+  using set = name_list<N...>;
+};
 template <class T> struct is_ignore_except : std::false_type {};
-template <fixed_string... N> struct is_ignore_except<ignore_null_updates_except_column_list<N...>> : std::true_type { using set = name_set<N...>; };
+template <fixed_string... N>
+struct is_ignore_except<ignore_null_updates_except_column_list<N...>> : std::true_type {
+  using set = name_list<N...>;
+};
 template <class T> struct is_track_list : std::false_type {};
-template <fixed_string... N> struct is_track_list<track_history_column_list<N...>> : std::true_type { using set = name_set<N...>; };
+template <fixed_string... N>
+struct is_track_list<track_history_column_list<N...>> : std::true_type {
+  using set = name_list<N...>;
+};
 template <class T> struct is_track_except : std::false_type {};
-template <fixed_string... N> struct is_track_except<track_history_except_column_list<N...>> : std::true_type { using set = name_set<N...>; };
+template <fixed_string... N>
+struct is_track_except<track_history_except_column_list<N...>> : std::true_type {
+  using set = name_list<N...>;
+};
 template <class T> struct is_deletes : std::false_type {};
 template <class P> struct is_deletes<apply_as_deletes<P>> : std::true_type { using pred = P; };
 template <class T> struct is_truncates : std::false_type {};
@@ -110,9 +117,9 @@ struct find_option<Is, Default, O, Os...> {
                                   typename find_option<Is, Default, Os...>::type>;
 };
 
-template <class T> struct names_or_none { using set = no_names; };
+template <class T> struct names_or_none { using set = name_list<>; };
 template <template <fixed_string...> class L, fixed_string... N>
-struct names_or_none<L<N...>> { using set = name_set<N...>; };
+struct names_or_none<L<N...>> { using set = name_list<N...>; };
 
 struct no_option {};
 
@@ -127,7 +134,7 @@ struct scd_traits {
                 "flowlib::Scd2<...>.");
   static constexpr bool scd2 = false;
   static constexpr int track_mode = 0;  // 0 all, 1 list, 2 except
-  using track_set = no_names;
+  using track_set = name_list<>;
 };
 template <class... Ts>
 struct scd_traits<Scd2<Ts...>> {
@@ -150,7 +157,9 @@ struct scd_traits<Scd2<Ts...>> {
 /// What the options of a change-feed flow say, checked.
 template <class Scd, class... Os>
 struct cdc_options {
-  static_assert(count_options<is_column_list, Os...> + count_options<is_except_column_list, Os...> <= 1,
+  static_assert(count_options<is_column_list, Os...> +
+                        count_options<is_except_column_list, Os...> <=
+                    1,
                 "COLUMN_LIST_EXCLUSIVE: give column_list<...> or except_column_list<...>, never "
                 "both (and each at most once); keep one.");
   static_assert(count_options<is_ignore_all, Os...> + count_options<is_ignore_list, Os...> +
@@ -342,7 +351,7 @@ struct cdc_mapping_check {
   template <class NS>
   struct listed;
   template <fixed_string... N>
-  struct listed<name_set<N...>> {
+  struct listed<name_list<N...>> {
     static constexpr bool ok = (cdc_listed_column_check<N, CS::contains(N.view())>::ok && ...);
   };
   template <fixed_string Name>
@@ -356,7 +365,7 @@ struct cdc_mapping_check {
   template <class NS>
   struct ignored;
   template <fixed_string... N>
-  struct ignored<name_set<N...>> {
+  struct ignored<name_list<N...>> {
     static constexpr bool ok =
         (cdc_listed_column_check<N, CS::contains(N.view())>::ok && ...) &&
         (Opts::ignore_mode != 2 || (cdc_ignore_column_check<N, nullable<N>()>::ok && ...));
@@ -364,7 +373,7 @@ struct cdc_mapping_check {
   template <class NS>
   struct tracked;
   template <fixed_string... N>
-  struct tracked<name_set<N...>> {
+  struct tracked<name_list<N...>> {
     static constexpr bool ok =
         (cdc_track_column_check<N, TS::contains(N.view()) && !rules::is_bound(N.view())>::ok &&
          ...);
@@ -479,7 +488,8 @@ struct cdc_mapping {
   /// assign(t, c) cannot throw once prepare(t, c) has returned.
   static constexpr bool preparable = [] {
     bool ok = true;
-    for_each([&](auto tc, auto) { ok = ok && cdc_assign_prep<typename decltype(tc)::value_type>::ok; });
+    for_each(
+        [&](auto tc, auto) { ok = ok && cdc_assign_prep<typename decltype(tc)::value_type>::ok; });
     return ok;
   }();
   /// Makes assign(t, c) unable to throw (preparable only), so that it may

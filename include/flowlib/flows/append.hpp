@@ -1,7 +1,7 @@
 // flowlib/flows/append.hpp
 //
 // Append<Options...>: an append flow, `INSERT [ONCE] BY NAME query`
-// (SEMANTICS.md section 5, R-TABLE-2). Each batch's rows are inserted into
+// (docs/semantics.md#r-table-2). Each batch's rows are inserted into
 // the target, their columns matched to the table's by FLOWLIB_SCHEMA name
 // (detail/by_name.hpp): source columns the table lacks fail to compile unless
 // dropped with DropColumns<...>; table columns the source lacks must be

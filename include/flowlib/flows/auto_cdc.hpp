@@ -2,7 +2,7 @@
 //
 // AutoCdc<Key, Seq, Scd, Options...>: applies a change feed (inserts,
 // updates, deletes and, for SCD type 1, truncates), ordered by a sequence,
-// to a target table (SEMANTICS.md section 3, R-CDC-1..R-CDC-7).
+// to a target table (docs/semantics.md#auto-cdc, R-CDC-1..R-CDC-7).
 //
 //   struct Change {                         // one row of the change feed
 //     std::int64_t userId;
@@ -58,7 +58,8 @@
 //                                                 .clock = [] { return my_clock_now(); }}};
 //   Scd1Flow stateful{"users_cdc", fl::CdcSettings{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
 //                     fl::apply_as_truncates<IsTruncate>{},
-//                     fl::except_column_list<"operation", "sequenceNum">{}};  // one value per option, in order
+//                     fl::except_column_list<"operation", "sequenceNum">{}};
+//                     // (one value per option, in order)
 //
 // Options (types, in any order after Scd):
 //   apply_as_deletes<Pred>           Pred(const Change&) -> bool: the change is a delete.
@@ -89,7 +90,7 @@
 // changes open a new version; changes to the others update the current
 // version in place. Default: every column.
 //
-// Semantics (R-CDC-1..7): see SEMANTICS.md and docs/auto-cdc-scd1.md,
+// Semantics (R-CDC-1..7): see docs/semantics.md#auto-cdc and docs/auto-cdc-scd1.md,
 // docs/auto-cdc-scd2.md. In short: within a batch a key's changes apply in
 // sequence order; SCD1 keeps per key the last sequence applied and, for
 // deletes, a tombstone (collected after CdcSettings::tombstone_gc_threshold;
@@ -129,6 +130,7 @@
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/cdc_columns.hpp>
+#include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/flows/cdc/scd1_one_pass.hpp>
@@ -187,6 +189,10 @@ class AutoCdc {
 
   AutoCdc(const AutoCdc&) = delete;  // holds the target's index
   AutoCdc& operator=(const AutoCdc&) = delete;
+  /// A moved flow keeps writing its table (its claim, index and history move
+  /// with it); the moved-from flow cannot write that table any more.
+  AutoCdc(AutoCdc&&) = default;
+  AutoCdc& operator=(AutoCdc&&) = default;
 
   const std::string& name() const noexcept { return engine_.name(); }
 
@@ -216,33 +222,34 @@ class AutoCdc {
                     typename detail::col_value<end_col<Target>>::type,
                     !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
     }
-    engine_.check_target(target);
-    if constexpr (requires { target.generation(); }) {
-      if (engine_.target() == &target && generation_ != target.generation()) {
-        engine_.reset_state();  // the table was emptied behind the flow
-      }
+    // One target per flow; after a full refresh of it (a new generation) the
+    // engine drops its state and the ONCE marker is cleared (R-EXACT-5).
+    if (binding_.begin_apply(target, engine_.name(),
+                             "a flow keeps the state of exactly one target")) {
+      engine_.reset_state();  // the table was emptied behind the flow
     }
     BatchStats stats;
-    if (opts::once && engine_.done()) {  // ONCE: ran already; nothing is read
+    if (opts::once && binding_.done()) {  // ONCE: ran already; nothing is read
       stats.skipped = true;
       return stats;
     }
-    engine_.apply(target, batch, checks, stats, this, kind);
-    if constexpr (requires { target.generation(); }) generation_ = target.generation();
-    engine_.set_done(opts::once);
+    // The engine claims the target through the binding as the last fallible
+    // step before its commit (detail/target_binding.hpp).
+    engine_.apply(target, batch, checks, stats, binding_, kind);
+    if constexpr (opts::once) binding_.mark_done();
     return stats;
   }
 
   /// True for ONCE flows (the option flowlib::Once).
   static constexpr bool once = opts::once;
   /// ONCE flows: true after a successful apply(), until reset().
-  bool done() const noexcept { return engine_.done(); }
+  bool done() const noexcept { return binding_.done(); }
   /// Full refresh: a ONCE flow runs again at its next apply(). (The flow's
   /// other state is dropped at its next apply() after the table's own
   /// full_refresh(), which starts a new generation.)
-  void reset() noexcept { engine_.set_done(false); }
+  void reset() noexcept { binding_.reset_once(); }
   /// Restores the ONCE marker from a checkpoint.
-  void restore(bool done) noexcept { engine_.set_done(done); }
+  void restore(bool done) noexcept { binding_.restore_once(done); }
 
   /// Keys the flow holds state for (target keys, plus SCD1 tombstones).
   std::size_t key_count() const noexcept { return engine_.key_count(); }
@@ -273,7 +280,7 @@ class AutoCdc {
                                          detail::cdc_scd1<K, S, Scd, Options...>>;
 
   engine_type engine_;
-  std::uint64_t generation_ = 0;  // of the target, when the engine last wrote it
+  detail::target_binding binding_;  // the one target, its generation, the claim, ONCE
 };
 
 }  // namespace flowlib

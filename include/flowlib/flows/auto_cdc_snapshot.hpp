@@ -1,7 +1,7 @@
 // flowlib/flows/auto_cdc_snapshot.hpp
 //
 // AutoCdcFromSnapshot<Key, Scd, Options...>: AUTO CDC FROM SNAPSHOT
-// (SEMANTICS.md R-CDC-8). The source yields successive FULL snapshots of a
+// (docs/semantics.md#r-cdc-8). The source yields successive FULL snapshots of a
 // table, each with a version above the previous one; the flow turns each
 // into changes against the target: keys new in the snapshot are inserted,
 // keys whose row changed are updated, keys missing from it are deleted.
@@ -86,8 +86,9 @@ class AutoCdcFromSnapshot {
   using key_policy = K;
   using row_type = typename K::row_type;  ///< a row of a snapshot
   using key_type = typename K::value_type;
-  using version_type = typename detail::find_option<detail::is_version, snapshot_version<std::int64_t>,
-                                                    Options...>::type::value_type;
+  using version_type =
+      typename detail::find_option<detail::is_version, snapshot_version<std::int64_t>,
+                                   Options...>::type::value_type;
   static constexpr std::string_view kind = "AUTO CDC";
   static constexpr bool is_scd2 = opts::scd2;
   static_assert(std::totally_ordered<version_type>,
@@ -177,7 +178,7 @@ class AutoCdcFromSnapshot {
   using start_col = column_named_t<Target, "__START_AT">;
   template <class Target>
   using end_col = column_named_t<Target, "__END_AT">;
-  static constexpr row_id no_row = detail::cdc_npos;
+  static constexpr row_id no_row = detail::npos;
 
   struct entry {
     row_id row;              // SCD1: the row; SCD2: the current version

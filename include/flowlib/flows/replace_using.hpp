@@ -1,7 +1,7 @@
 // flowlib/flows/replace_using.hpp
 //
 // ReplaceUsing<Key, Seq>: keeps a target current from a stream of partial
-// snapshots (SEMANTICS.md section 1). Every batch carries the whole current
+// snapshots (docs/semantics.md#replace-using). Every batch carries the whole current
 // set of rows for the keys it mentions; for each key only the rows with the
 // batch's highest sequence count (R-USING-1), and they replace the target's
 // rows of that key when their sequence is higher, join them when it is

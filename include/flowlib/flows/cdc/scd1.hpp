@@ -42,8 +42,8 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   /// Changes below this sequence are ignored (the highest truncate applied).
   const std::optional<sequence_type>& truncate_floor() const noexcept { return floor_; }
 
-  /// As new (R-EXACT-5): no keys, tombstones, floor or ONCE marker; the
-  /// index and the scratch are freed.
+  /// As new (R-EXACT-5): no keys, tombstones or floor; the index and the
+  /// scratch are freed (the ONCE marker is the facade's target_binding).
   void reset_state() noexcept {
     index_ = index_type{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
     floor_.reset();
@@ -57,13 +57,12 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   /// Applies a staged batch: plan, reserve, claim the target, commit.
   template <class Table, class Store, class Target, class R, class... P>
   void apply_planned(Table& target, Store& store, cdc_target_scratch<Target>& ts, R& batch,
-                     const Expectations<P...>& checks, BatchStats& stats, const void* owner,
+                     const Expectations<P...>& checks, BatchStats& stats, target_binding& binding,
                      std::string_view kind) {
     stage_batch(batch, checks, stats, floor_);
     plan_batch(store, ts, stats);
     reserve_planned(store);
-    target.claim(owner, kind, name_, /*exclusive=*/true);
-    target_ = &target;
+    binding.claim(target, kind, name_, /*exclusive=*/true);  // the last fallible step
     commit_planned(store, ts, stats);
   }
 
@@ -92,13 +91,11 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   using base::classify;
   using base::same_change;
   using base::throw_tie;
-  using base::throw_null_sequence;
   using base::stage_batch;
   using base::sort_group;
   using base::probe_all;
   using base::prefetch_group_rows;
   using base::prefetch_change;
-  using base::prefetch_entry;
   using base::release_staging;
   using base::reset_staging;
   using base::name_;
@@ -106,8 +103,6 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   using base::options_;
   using base::key_;
   using base::seq_;
-  using base::target_;
-  using base::done_;
   using base::scratch_;
   using base::seqs_;
   using base::ops_;
@@ -168,7 +163,8 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
       if (g + row_prefetch_distance < n) prefetch_group_rows(g + row_prefetch_distance);
       if constexpr (ignore_active) {  // the stored row is read while planning
         if (g + row_prefetch_distance < n) {
-          if (const scd1_entry* a = group_entries_[g + row_prefetch_distance]; a && a->row != no_row) {
+          if (const scd1_entry* a = group_entries_[g + row_prefetch_distance];
+              a && a->row != no_row) {
             prefetch_row(store, a->row);
           }
         }
@@ -396,7 +392,8 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
     store.reserve(inserts);
     if (settings_.tombstone_gc_threshold && new_tombstones_ != 0) {
       if (gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
-        gc_queue_.erase(gc_queue_.begin(), gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
+        gc_queue_.erase(gc_queue_.begin(),
+                        gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
         gc_head_ = 0;
       }
       cdc_reserve_grow(gc_queue_, gc_queue_.size() + new_tombstones_);
@@ -414,7 +411,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
       // planning, but may have been evicted since).
       if (q + 2 * commit_prefetch_distance < n) {
         if (const scd1_entry* a = plans_[q + 2 * commit_prefetch_distance].hit) {
-          cdc_prefetch(a);
+          prefetch(a);
         }
       }
       if (q + commit_prefetch_distance < n) {
@@ -469,8 +466,9 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   // delete at the truncate's sequence would: values that columns ignoring
   // nulls kept from changes below it are gone (R-CDC-1 with R-CDC-3, R-CDC-6).
   static bool kept_below(const scd1_entry& e, const sequence_type& f) {
-    for (const auto& cs : e.ign.colseq)
+    for (const auto& cs : e.ign.colseq) {
       if (cs && *cs < f) return true;
+    }
     return false;
   }
   template <class Target>

@@ -34,13 +34,13 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   /// Applies one batch (the facade has checked the target and ONCE).
   template <class Table, class R, class... P>
   void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
-             const void* owner, std::string_view kind) {
+             target_binding& binding, std::string_view kind) {
     using Target = typename Table::row_type;
     auto& ts = this->template target_scratch<Target>();
     ts.used = 0;
     auto& store = target.store();
     if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
-      if (target_ == &target) {  // the first batch also claims the target: planned
+      if (binding.table() == &target) {  // the first batch also claims the target: planned
         if (apply_one_pass(store, ts, batch, checks, stats)) {
           this->release_planned_scratch();
           return;
@@ -49,7 +49,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         ts.used = 0;
       }
     }
-    this->apply_planned(target, store, ts, batch, checks, stats, owner, kind);
+    this->apply_planned(target, store, ts, batch, checks, stats, binding, kind);
   }
 
   /// As new (R-EXACT-5), the one pass's scratch freed too.
@@ -85,11 +85,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   using base::settings_;
   using base::key_;
   using base::seq_;
-  using base::target_;
   using base::classify;
-  using base::throw_null_sequence;
   using base::prefetch_change;
-  using base::prefetch_entry;
   using base::ignore_active;
   using base::index_;
   using base::floor_;
@@ -149,8 +146,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   struct undo_record {
     const change_type* src;   // a change of the key: finds its entry again
     scd1_entry old;           // the entry before the pass (when `existed`)
-    std::uint32_t saved;      // target scratch row with the stored row's values, or cdc_npos
-                              // (always cdc_npos with write_last: the row is written last)
+    std::uint32_t saved;      // target scratch row with the stored row's values, or npos
+                              // (always npos with write_last: the row is written last)
     // (Bit-fields keep the record in one cache line for an int64 sequence.)
     bool existed : 1;         // the key had an entry
     bool have : 1;            // ... whose sequence counts (not a collected tombstone)
@@ -159,8 +156,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     bool tie : 1;             // recount: a change below the key's batch maximum ties
     std::uint32_t last_log;   // the key's latest change in pass_log_
     std::uint32_t last_max;   // ... that was not superseded (pass_log_entry::none: none)
-    std::uint32_t last_sup;   // the key's latest superseded change in superseded_, or cdc_npos
-    std::uint32_t due;        // the key's pending write in due_writes_, or cdc_npos
+    std::uint32_t last_sup;   // the key's latest superseded change in superseded_, or npos
+    std::uint32_t due;        // the key's pending write in due_writes_, or npos
   };
   struct nulled_column {      // a stored row's null column that prepare made an empty string
     row_id row;
@@ -172,11 +169,11 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   };
   struct superseded_change {  // a change that arrived below its key's batch maximum
     sequence_type seq;
-    std::uint32_t prev;       // the key's previous one in superseded_, or cdc_npos
+    std::uint32_t prev;       // the key's previous one in superseded_, or npos
   };
   struct pass_log_entry {           // an applied change (16 bytes for an int64 sequence)
     sequence_type seq;        // a copy: reading it never touches the batch again
-    std::uint32_t prev;       // the key's previous change in pass_log_, or cdc_npos
+    std::uint32_t prev;       // the key's previous change in pass_log_, or npos
     std::uint32_t prev_max : 31;  // the key's previous change that was not superseded
     std::uint32_t remove : 1;     // a delete (else an upsert)
     static constexpr std::uint32_t none = 0x7fffffff;  // prev_max: no such change
@@ -208,21 +205,15 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     superseded_.clear();
     keys_with_superseded_.clear();
     due_writes_.clear();
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+    // The admit step, row by row inside the pass (R-CDC-5): its counts reach
+    // `stats` only once the pass is through.
+    admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_, null_sequence_rule::cdc5};
 
     // One change; false on a truncate. `e` is the key's entry when the
     // caller found it already (nullptr: look it up).
     const auto step = [&](const change_type& r, std::size_t h, scd1_entry* e) -> bool {
-      ++stats.input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(r, counts, name_, describe)) {
-          ++stats.dropped_rows;
-          return true;
-        }
-      }
-      std::optional<sequence_type> so = seq_(r);
-      if (!so) throw_null_sequence(r);
+      std::optional<sequence_type> so = admit(r);
+      if (!so) return true;  // dropped by an expectation
       const sequence_type& s = *so;
       const op o = classify(r);
       if (o == op::truncate) return false;
@@ -253,17 +244,19 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         first = true;
         const auto ri = static_cast<std::uint32_t>(undo_records_.size());
         if (e != nullptr) {
-          undo_records_.push_back({&r, *e, cdc_npos, true, have, e->row == no_row, false, false,
-                           cdc_npos, pass_log_entry::none, cdc_npos, cdc_npos});
+          undo_records_.push_back({&r, *e, npos, true, have, e->row == no_row, false, false,
+                           npos, pass_log_entry::none, npos, npos});
         } else {
           key_type k = key_(r);
-          undo_records_.push_back({&r, scd1_entry{}, cdc_npos, false, false, false, false, false,
-                           cdc_npos, pass_log_entry::none, cdc_npos, cdc_npos});
+          undo_records_.push_back({&r, scd1_entry{}, npos, false, false, false, false, false,
+                           npos, pass_log_entry::none, npos, npos});
           const std::uint64_t gen = index_.generation();
           scd1_entry fresh{};
           fresh.seq = s;
           e = &index_.emplace(std::move(k), std::move(fresh)).first->second;
-          if (index_.generation() != gen) lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          if (index_.generation() != gen) {
+            lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          }
         }
         e->pass = pass_;
         e->rec = ri;
@@ -290,7 +283,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           while (j != pass_log_entry::none && s < pass_log_[j].seq) j = pass_log_[j].prev_max;
           if (j != pass_log_entry::none && !(pass_log_[j].seq < s)) u->tie = ties = true;
           // Ties among superseded changes: found at the end.
-          if (u->last_sup != cdc_npos && superseded_[u->last_sup].prev == cdc_npos) {
+          if (u->last_sup != npos && superseded_[u->last_sup].prev == npos) {
             keys_with_superseded_.push_back(e->rec);  // the key's second
           }
           superseded_.push_back({s, u->last_sup});
@@ -307,7 +300,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
 
       e->seq = s;
       if (o == op::remove) {
-        if (u->due != cdc_npos) due_writes_[u->due].change = nullptr;
+        if (u->due != npos) due_writes_[u->due].change = nullptr;
         if (e->row != no_row) {
           if (u->existed && e->row == u->old.row) {
             u->parked = true;  // erased once the pass has succeeded
@@ -334,14 +327,14 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           mapping<Target>::prepare(t, r, [&](std::uint32_t col) {
             if (stored) nulled_columns_.push_back({e->row, col});
           });
-        } else if (u->existed && e->row == u->old.row && u->saved == cdc_npos) {
+        } else if (u->existed && e->row == u->old.row && u->saved == npos) {
           const std::uint32_t slot = ts.alloc();
           ts.rows[slot] = std::move(t);
           u->saved = slot;
         }
         if (!write_last<Target> && first) {
           mapping<Target>::assign(t, r);
-        } else if (u->due == cdc_npos) {  // written once the pass is through
+        } else if (u->due == npos) {  // written once the pass is through
           u->due = static_cast<std::uint32_t>(due_writes_.size());
           due_writes_.push_back({&r, e->row});
         } else {
@@ -389,7 +382,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
             // later upserts are not written until the end anyway.)
             if (const scd1_entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
               if (a->pass == pass_) {
-                cdc_prefetch(&undo_records_[a->rec]);
+                prefetch(&undo_records_[a->rec]);
               } else if (!write_last<Target> && a->row != no_row) {
                 prefetch_row(store, a->row);
               }
@@ -400,7 +393,10 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
             auto it = index_.find(probe{&data[j], hashes[j % hash_ahead]});
             lookahead_entries_[j % find_ahead] = it == index_.end() ? nullptr : &it->second;
           }
-          if (i + match_ahead < n) index_.prefetch_match(probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          if (i + match_ahead < n) {
+            index_.prefetch_match(
+                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          }
           if (i + hash_ahead < n) {
             const change_type& a = data[i + hash_ahead];
             hashes[i % hash_ahead] = traits::hash(key_, a);
@@ -427,7 +423,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
             if (u.tomb) gc_queue_.push_back({key_(*u.src), now_});
           }
         }
-        if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+        admit.finish(stats);
         write_due(store);  // last: with write_last, it cannot throw
       }
     } catch (...) {
@@ -460,7 +456,9 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         prefetch_row(store, due_writes_[i + ahead].row);
         prefetch_change(*due_writes_[i + ahead].change);
       }
-      if (due_writes_[i].change != nullptr) mapping<Target>::assign(store.get(due_writes_[i].row), *due_writes_[i].change);
+      if (due_writes_[i].change != nullptr) {
+        mapping<Target>::assign(store.get(due_writes_[i].row), *due_writes_[i].change);
+      }
     }
   }
 
@@ -468,14 +466,16 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   template <class Store, class Target>
   void undo_one_pass(Store& store, cdc_target_scratch<Target>& ts,
                      std::size_t gc_size) noexcept {
-    for (const nulled_column& n : nulled_columns_) mapping<Target>::reset_null(store.get(n.row), n.column);
+    for (const nulled_column& n : nulled_columns_) {
+      mapping<Target>::reset_null(store.get(n.row), n.column);
+    }
     nulled_columns_.clear();
     for (undo_record& u : undo_records_) {
       auto it = index_.find(probe{u.src, traits::hash(key_, *u.src)});
       if (it == index_.end()) continue;  // a new key whose entry was never made
       scd1_entry& e = it->second;
       if (e.row != no_row && !(u.existed && e.row == u.old.row)) store.erase(e.row);
-      if (u.saved != cdc_npos) store.get(u.old.row) = std::move(ts.rows[u.saved]);
+      if (u.saved != npos) store.get(u.old.row) = std::move(ts.rows[u.saved]);
       if (u.existed) {
         e = std::move(u.old);
       } else {
@@ -502,7 +502,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     for (const std::uint32_t ri : keys_with_superseded_) {
       undo_record& u = undo_records_[ri];
       superseded_seqs_.clear();
-      for (std::uint32_t i = u.last_sup; i != cdc_npos; i = superseded_[i].prev) {
+      for (std::uint32_t i = u.last_sup; i != npos; i = superseded_[i].prev) {
         superseded_seqs_.push_back(&superseded_[i].seq);
       }
       std::sort(superseded_seqs_.begin(), superseded_seqs_.end(),
@@ -527,7 +527,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     for (const undo_record& u : undo_records_) {
       if (!u.tie) continue;
       recount_order_.clear();  // (sequence, log position), in source order once reversed
-      for (std::uint32_t i = u.last_log; i != cdc_npos; i = pass_log_[i].prev) {
+      for (std::uint32_t i = u.last_log; i != npos; i = pass_log_[i].prev) {
         recount_order_.emplace_back(pass_log_[i].seq, i);
       }
       std::reverse(recount_order_.begin(), recount_order_.end());
@@ -564,7 +564,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           ++p_tied;
           continue;
         }
-        count_op(p_up, p_del, pass_log_[recount_order_[k].second].remove ? op::remove : op::upsert, 1);
+        count_op(p_up, p_del, pass_log_[recount_order_[k].second].remove ? op::remove : op::upsert,
+                 1);
         if (u.have && !(u.old.seq < s) && !(s < u.old.seq)) ++p_tied;  // equals the stored change
       }
       stats.upserted_rows += p_up - up;  // modular: the totals stay exact

@@ -30,8 +30,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
  public:
   using base::base;
 
-  /// As new (R-EXACT-5): no keys or ONCE marker; the index and the scratch
-  /// are freed.
+  /// As new (R-EXACT-5): no keys; the index and the scratch are freed (the
+  /// ONCE marker is the facade's target_binding).
   void reset_state() noexcept {
     index_ = index_type{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
     this->reset_staging();
@@ -47,32 +47,27 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   /// Applies a batch planned: stage, plan, reserve, claim the target, commit.
   template <class Table, class Store, class Target, class R, class... P>
   void apply_planned(Table& target, Store& store, cdc_target_scratch<Target>& ts, R& batch,
-                     const Expectations<P...>& checks, BatchStats& stats, const void* owner,
+                     const Expectations<P...>& checks, BatchStats& stats, target_binding& binding,
                      std::string_view kind) {
     stage_batch(batch, checks, stats, std::optional<sequence_type>{});
     plan_batch(store, ts, stats);
     reserve_planned(store);
     copy_events();  // undone by undo_copied_events on a later error
     try {
-      target.claim(owner, kind, name_, /*exclusive=*/true);
+      binding.claim(target, kind, name_, /*exclusive=*/true);  // the last fallible step
     } catch (...) {
       undo_copied_events(plans_.size());
       throw;
     }
-    target_ = &target;
     commit_planned(store, ts);
   }
 
  protected:
   using typename base::opts;
-  using typename base::change_type;
   using typename base::key_type;
   using typename base::sequence_type;
-  using typename base::traits;
   using typename base::op;
-  using typename base::probe;
   using typename base::scratch_type;
-  using typename base::ignored_cols;
   using typename base::scd2_pass_record;
   using typename base::scd2_plan_context;
   using typename base::event;
@@ -87,37 +82,23 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   using start_col = typename base::template start_col<T>;
   template <class T>
   using end_col = typename base::template end_col<T>;
-  using base::n_ignored;
-  using base::no_row;
-  using base::probe_prefetch_distance;
   using base::entry_prefetch_distance;
   using base::row_prefetch_distance;
   using base::commit_prefetch_distance;
-  using base::target_scratch;
-  using base::classify;
   using base::same_change;
   using base::throw_tie;
-  using base::throw_null_sequence;
   using base::stage_batch;
   using base::sort_group;
   using base::probe_all;
   using base::prefetch_group_rows;
   using base::prefetch_change;
-  using base::prefetch_entry;
-  using base::release_staging;
   using base::reset_staging;
   using base::name_;
-  using base::settings_;
-  using base::options_;
   using base::key_;
-  using base::seq_;
-  using base::target_;
-  using base::done_;
   using base::scratch_;
   using base::seqs_;
   using base::ops_;
   using base::order_;
-  using base::batch_floor_;
   using base::merge_tied_upserts;
   using base::merge_tied_values;
   using base::walk_step;
@@ -146,18 +127,18 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
     std::uint32_t events_from;       // first stored event at or after the re-derivation's start
     std::uint32_t hist_size;     // the key's stored events (before this batch)
     std::uint32_t close;         // batch row whose sequence closes the stored current
-                                 // version in place, or cdc_npos
+                                 // version in place, or npos
     bool append;                 // new events all after the stored ones
     std::uint32_t derived_begin, derived_end;  // compact history: the key's events from
                                          // events_from on, as re-derived (into derived_events_)
     // Compact history, a late change: where its re-derivation converged with
-    // the stored versions (see plan_segment), or cdc_npos. The derived
+    // the stored versions (see plan_segment), or npos. The derived
     // versions then replace the stored ones from `from` up to keep_versions, the
     // derived events replace the stored ones from events_from up to keep_events, and
     // the stored versions and events from there on stay (the events'
     // version indices shifted by the difference).
     std::uint32_t keep_versions, keep_events;
-    bool converged() const noexcept { return keep_versions != cdc_npos; }
+    bool converged() const noexcept { return keep_versions != npos; }
   };
   struct stored_tie {
     std::uint32_t pos;  // index in the key's history
@@ -189,7 +170,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
                             bool visible) {
       if constexpr (compact_history) {
         if (!visible) {
-          derived_events_.push_back(ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+          derived_events_.push_back(
+              ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
         }
       } else {
         (void)s, (void)remove, (void)cur, (void)visible;
@@ -202,7 +184,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
     if (plan.append) {
       plan.events_from = hist ? static_cast<std::uint32_t>(hist->size()) : 0;
       // Continue from the current version (if the key is open).
-      std::uint32_t cur = cdc_npos;
+      std::uint32_t cur = npos;
       std::uint32_t k = sb;
       plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
       if (hit && !hit->versions.empty() &&
@@ -244,7 +226,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       for (; k < e; ++k) {
         const std::uint32_t c = order_[k];
         const bool remove = ops_[c] == op::remove;
-        record(seqs_[c], remove, cur, this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+        record(seqs_[c], remove, cur,
+               this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
       }
     } else {
       // A late change: re-derive the key's history from the last version
@@ -261,7 +244,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       const auto after = partition_point_from_back(  // the first starting after it
           vs.begin(), vs.end(),
           [&](row_id id) { return !(first < start_col<Target>::get(store.get(id))); });
-      std::uint32_t cur = cdc_npos;
+      std::uint32_t cur = npos;
       std::size_t i = 0;
       std::size_t w = 0;  // compact history: the version whose changes are shown next
       plan.from = 0;
@@ -301,8 +284,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
             shown = true;
           }
         }
-        const std::uint32_t c = k < e ? order_[k] : cdc_npos;
-        if (os == nullptr && c == cdc_npos) break;
+        const std::uint32_t c = k < e ? order_[k] : npos;
+        if (os == nullptr && c == npos) break;
         // Past the stored change (replayed or replaced).
         const auto next_stored = [&] {
           if (!shown) {
@@ -314,7 +297,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
             w_closed = true;
           }
         };
-        if (c != cdc_npos && (os == nullptr || !(*os < seqs_[c]))) {
+        if (c != npos && (os == nullptr || !(*os < seqs_[c]))) {
           if (os != nullptr && !(seqs_[c] < *os)) {  // tie with a stored change
             ++stats.tied_rows;
             if constexpr (compact_history) {
@@ -339,11 +322,14 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
               const event& old = (*hist)[i];
               if (!old.remove && ops_[c] == op::upsert) merge_tied_values(sc.rows[c], old.row);
             }
-            if constexpr (!compact_history) stored_ties_.push_back({static_cast<std::uint32_t>(i), c});
+            if constexpr (!compact_history) {
+              stored_ties_.push_back({static_cast<std::uint32_t>(i), c});
+            }
             next_stored();
           }
           const bool remove = ops_[c] == op::remove;
-          record(seqs_[c], remove, cur, this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+          record(seqs_[c], remove, cur,
+                 this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
           ++k;
         } else {
           if constexpr (compact_history) {
@@ -410,17 +396,20 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       // versions) and then the current version's row are prefetched ahead,
       // each step reading what the previous one brought in.
       if (g + 2 * entry_prefetch_distance < n) {
-        if (const scd2_entry* a = group_entries_[g + 2 * entry_prefetch_distance]) prefetch_entry(a);
+        if (const scd2_entry* a = group_entries_[g + 2 * entry_prefetch_distance]) {
+          prefetch_object(a);
+        }
       }
       if (g + entry_prefetch_distance < n) {
         if (const scd2_entry* a = group_entries_[g + entry_prefetch_distance]) {
-          if (!a->history.empty()) cdc_prefetch(&a->history.back());
-          if (!a->versions.empty()) cdc_prefetch(&a->versions.back());
+          if (!a->history.empty()) prefetch(&a->history.back());
+          if (!a->versions.empty()) prefetch(&a->versions.back());
         }
       }
       if (g + row_prefetch_distance < n) {
         prefetch_group_rows(g + row_prefetch_distance);
-        if (const scd2_entry* a = group_entries_[g + row_prefetch_distance]; a && !a->versions.empty()) {
+        if (const scd2_entry* a = group_entries_[g + row_prefetch_distance];
+            a && !a->versions.empty()) {
           prefetch_row(store, a->versions.back());
         }
       }
@@ -442,8 +431,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
         scd2_plan plan{hit, static_cast<std::uint32_t>(g), sb, e,
                        static_cast<std::uint32_t>(stored_ties_.size()), 0, 0, 0, 0, 0,
                        hit ? static_cast<std::uint32_t>(hit->history.size()) : 0,
-                       cdc_npos, true,
-                       static_cast<std::uint32_t>(derived_events_.size()), 0, cdc_npos, 0};
+                       npos, true,
+                       static_cast<std::uint32_t>(derived_events_.size()), 0, npos, 0};
         sb = plan_segment(store, ts, stats, plan, ctx);
         // What the commit of this segment adds to the key's versions and
         // events (a compact history may shrink: a kept change can come to
@@ -503,12 +492,12 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
           // changes (scattered over the batch) are prefetched ahead.
           if (q + 2 * commit_prefetch_distance < n) {
             if (const scd2_entry* a = plans_[q + 2 * commit_prefetch_distance].hit) {
-              prefetch_entry(a);
+              prefetch_object(a);
             }
           }
           if (q + commit_prefetch_distance < n) {
             if (const scd2_entry* a = plans_[q + commit_prefetch_distance].hit) {
-              cdc_prefetch(a->history.data() + a->history.size());
+              prefetch(a->history.data() + a->history.size());
             }
           }
           for (const std::size_t to = std::min<std::size_t>(p.new_end + commit_prefetch_distance,
@@ -630,13 +619,13 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       // more than the cache holds): prefetch again, in the same three steps.
       if (last + 2 * commit_prefetch_distance < n) {
         if (const scd2_entry* a = plans_[last + 2 * commit_prefetch_distance].hit) {
-          prefetch_entry(a);
+          prefetch_object(a);
         }
       }
       if (last + commit_prefetch_distance < n) {
         if (const scd2_entry* a = plans_[last + commit_prefetch_distance].hit) {
-          cdc_prefetch(a->history.data() + a->history.size());
-          if (!a->versions.empty()) cdc_prefetch(&a->versions.back());
+          prefetch(a->history.data() + a->history.size());
+          if (!a->versions.empty()) prefetch(&a->versions.back());
         }
       }
       if (last + commit_prefetch_distance / 2 < n) {
@@ -664,7 +653,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   void commit_plan(Store& store, cdc_target_scratch<Target>& ts, scd2_entry& e,
                         const scd2_plan& p) noexcept {
     if constexpr (close_in_place<Store, Target>) {
-      if (p.close != cdc_npos) {  // before its sequence is moved into the history
+      if (p.close != npos) {  // before its sequence is moved into the history
         end_col<Target>::get(store.get(e.versions.back())) = seqs_[p.close];
       }
     }

@@ -33,19 +33,19 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
   /// Applies one batch (the facade has checked the target and ONCE).
   template <class Table, class R, class... P>
   void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
-             const void* owner, std::string_view kind) {
+             target_binding& binding, std::string_view kind) {
     using Target = typename Table::row_type;
     auto& ts = this->template target_scratch<Target>();
     ts.used = 0;
     auto& store = target.store();
     if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
       // The first batch also claims the target: planned.
-      if (target_ == &target && index_.size() >= settings_.tuning.scd2_one_pass_min_keys) {
+      if (binding.table() == &target && index_.size() >= settings_.tuning.scd2_one_pass_min_keys) {
         apply_one_pass(store, ts, batch, checks, stats);
         return;
       }
     }
-    this->apply_planned(target, store, ts, batch, checks, stats, owner, kind);
+    this->apply_planned(target, store, ts, batch, checks, stats, binding, kind);
   }
 
   /// As new (R-EXACT-5), the one pass's scratch freed too.
@@ -82,12 +82,9 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
   using base::settings_;
   using base::key_;
   using base::seq_;
-  using base::target_;
   using base::classify;
-  using base::throw_null_sequence;
   using base::stage_batch;
   using base::prefetch_change;
-  using base::prefetch_entry;
   using base::index_;
   using base::compact_history;
   template <class Store, class Target>
@@ -143,8 +140,9 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
       for (auto& kv : index_) kv.second.pass = 0;
       pass_ = 1;
     }
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+    // The admit step, row by row inside the pass (R-CDC-5): its counts reach
+    // `stats` only once the pass is through.
+    admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_, null_sequence_rule::cdc5};
     std::size_t n_changes = 4096;  // (a bound for the chunks of fresh rows)
     if constexpr (std::ranges::sized_range<R>) {
       n_changes = static_cast<std::size_t>(std::ranges::size(batch));
@@ -154,15 +152,8 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
     // One change. `e` is the key's entry when the caller found it already
     // (nullptr: look it up).
     const auto step = [&](const change_type& r, std::size_t h, scd2_entry* e) {
-      ++stats.input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(r, counts, name_, describe)) {
-          ++stats.dropped_rows;
-          return;
-        }
-      }
-      std::optional<sequence_type> so = seq_(r);
-      if (!so) throw_null_sequence(r);
+      std::optional<sequence_type> so = admit(r);
+      if (!so) return;  // dropped by an expectation
       const sequence_type& s = *so;
       const bool remove = classify(r) == op::remove;
       if (e == nullptr) {
@@ -182,7 +173,9 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
           pass_records_.push_back({&r, 0, 0, false, false});
           const std::uint64_t gen = index_.generation();
           e = &index_.try_emplace(std::move(k)).first->second;
-          if (index_.generation() != gen) lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          if (index_.generation() != gen) {
+            lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          }
         }
         e->pass = pass_;
         e->rec = ri;
@@ -261,7 +254,8 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
         // shared (a member template taking the step, or helpers that start
         // and advance the read-ahead), GCC compiled SCD1's pass markedly
         // slower.
-        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2, row_ahead = 1;
+        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2,
+                              row_ahead = 1;
         const change_type* data = std::ranges::data(batch);
         const auto n = static_cast<std::size_t>(std::ranges::size(batch));
         std::array<std::size_t, hash_ahead> hashes{};
@@ -282,9 +276,9 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
           }
           if (i + record_ahead < n) {  // what the entry, found and prefetched earlier, points to
             if (const scd2_entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
-              if (!a->versions.empty()) cdc_prefetch(&a->versions.back());
-              if (a->history.size() > 1) cdc_prefetch(&a->history.back());
-              if (a->pass == pass_) cdc_prefetch(&pass_records_[a->rec]);
+              if (!a->versions.empty()) prefetch(&a->versions.back());
+              if (a->history.size() > 1) prefetch(&a->history.back());
+              if (a->pass == pass_) prefetch(&pass_records_[a->rec]);
             }
           }
           if (i + find_ahead < n) {
@@ -294,9 +288,12 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
             lookahead_entries_[j % find_ahead] = a;
             // (With prefetch_match's first and last line of the slot, this
             // covers a slot over three lines.)
-            if (a != nullptr) prefetch_entry(a);
+            if (a != nullptr) prefetch_object(a);
           }
-          if (i + match_ahead < n) index_.prefetch_match(probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          if (i + match_ahead < n) {
+            index_.prefetch_match(
+                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          }
           if (i + hash_ahead < n) {
             const change_type& a = data[i + hash_ahead];
             hashes[i % hash_ahead] = traits::hash(key_, a);
@@ -322,7 +319,7 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
         stats.deleted_rows += late.deleted_rows - lost_ties[1];
         stats.tied_rows += late.tied_rows;
       }
-      if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+      admit.finish(stats);
     } catch (...) {
       undo_one_pass(store);
       throw;

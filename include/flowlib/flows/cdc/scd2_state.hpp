@@ -104,13 +104,11 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   using base::classify;
   using base::same_change;
   using base::throw_tie;
-  using base::throw_null_sequence;
   using base::stage_batch;
   using base::sort_group;
   using base::probe_all;
   using base::prefetch_group_rows;
   using base::prefetch_change;
-  using base::prefetch_entry;
   using base::release_staging;
   using base::reset_staging;
   using base::name_;
@@ -118,8 +116,6 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   using base::options_;
   using base::key_;
   using base::seq_;
-  using base::target_;
-  using base::done_;
   using base::scratch_;
   using base::seqs_;
   using base::ops_;
@@ -251,7 +247,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   }
 
   // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
-  // (a scratch row) or cdc_npos; new versions are appended to the scratch
+  // (a scratch row) or npos; new versions are appended to the scratch
   // rows. Returns whether the versions show the change (see compact_history).
   template <class Target>
   bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
@@ -263,9 +259,9 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   template <class Target>
   static bool walk_delete(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                           const sequence_type& s) {
-    if (cur == cdc_npos) return false;
+    if (cur == npos) return false;
     end_col<Target>::get(ts.rows[cur]) = s;
-    cur = cdc_npos;
+    cur = npos;
     return true;
   }
   /// An upsert whose values are a change row, or (compact history) those of
@@ -274,7 +270,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                    const sequence_type& s, const Values& values) {
     using Map = mapping<Target>;
-    const bool open = cur != cdc_npos;
+    const bool open = cur != npos;
     const std::uint32_t cand = ts.alloc();
     Target& t = ts.rows[cand];
     if constexpr (std::is_same_v<Values, Target>) {

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <flowlib/columns.hpp>
+#include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/cdc_batch.hpp>
 #include <flowlib/detail/cdc_columns.hpp>
+#include <flowlib/detail/prefetch.hpp>
+#include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/flows/cdc/options.hpp>
@@ -55,24 +58,10 @@ class cdc_staging {
       : name_(std::move(name)), settings_(std::move(settings)), options_(std::move(options)...) {}
   cdc_staging(const cdc_staging&) = delete;
   cdc_staging& operator=(const cdc_staging&) = delete;
+  cdc_staging(cdc_staging&&) = default;
+  cdc_staging& operator=(cdc_staging&&) = default;
 
   const std::string& name() const noexcept { return name_; }
-  /// ONCE: a batch was applied since the engine was new (or reset).
-  bool done() const noexcept { return done_; }
-  void set_done(bool done) noexcept { done_ = done; }
-  /// The table the engine maintains (nullptr: none yet).
-  const void* target() const noexcept { return target_; }
-
-  /// Throws errc::invalid_target when the engine maintains another table.
-  template <class Table>
-  void check_target(const Table& target) const {
-    if (target_ != nullptr && target_ != &target) {
-      throw error(errc::invalid_target, name_, "", "",
-                  "this flow already maintains table '" +
-                      static_cast<const Table*>(target_)->name() +
-                      "'; a flow keeps the state of exactly one target");
-    }
-  }
 
  protected:
   using traits = key_traits<K>;
@@ -93,7 +82,7 @@ class cdc_staging {
   using start_col = column_named_t<Target, "__START_AT">;
   template <class Target>
   using end_col = column_named_t<Target, "__END_AT">;
-  static constexpr row_id no_row = cdc_npos;
+  static constexpr row_id no_row = npos;
   // Groups ahead whose index slots are prefetched while probing: the index
   // of a large target is out of cache, and one probe per key would stall.
   static constexpr std::size_t probe_prefetch_distance = 16;
@@ -152,12 +141,6 @@ class cdc_staging {
                     " and strict_sequence is set; nothing of the batch was applied (R-CDC-5)");
   }
 
-  [[noreturn]] void throw_null_sequence(const change_type& r) const {
-    throw error(errc::null_sequence, name_, seq_.name(), key_.describe(r),
-                "the change's sequence is null; nothing of the batch was applied and the "
-                "source position does not advance (R-CDC-5)");
-  }
-
   // --- phase 1: read and group the batch (may throw; no state changes) ---------
 
   /// Reads the batch into the scratch, grouped by key: the admit step
@@ -180,8 +163,8 @@ class cdc_staging {
     constexpr bool refer = !move && std::ranges::forward_range<R> && !merge_tied_upserts;
     sc.reset(size_hint(batch), refer);
     batch_floor_ = floor;
-    typename Expectations<P...>::counts_type counts;
-    const auto describe = [this](const change_type& r) { return key_.describe(r); };
+    // Expectations, then the null-sequence check, then counts (R-CDC-5).
+    admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_, null_sequence_rule::cdc5};
 
     // A contiguous batch is read ahead: its rows are prefetched, and the
     // hash of a row a few places ahead is computed early so that its slot
@@ -215,15 +198,8 @@ class cdc_staging {
         }
         ++pos;
       }
-      ++stats.input_rows;
-      if constexpr (sizeof...(P) > 0) {
-        if (!checks.check(r, counts, name_, describe)) {
-          ++stats.dropped_rows;
-          continue;
-        }
-      }
-      std::optional<sequence_type> s = seq_(r);
-      if (!s) throw_null_sequence(r);
+      std::optional<sequence_type> s = admit(r);
+      if (!s) continue;  // dropped by an expectation
       const op o = classify(r);
       if (o == op::truncate) {  // SCD1 only: raises the floor, no key
         if (!batch_floor_ || *batch_floor_ < *s) batch_floor_ = std::move(*s);
@@ -254,7 +230,7 @@ class cdc_staging {
         ops_[i] = o;
       }
     }
-    if constexpr (sizeof...(P) > 0) checks.report(counts, stats.expectations);
+    admit.finish(stats);
     sc.group_rows();
   }
 
@@ -382,17 +358,15 @@ class cdc_staging {
       prefetch_change(sc.row(sc.members[k]));
     }
   }
+  // A change row's first line, and its last when the row spans more than
+  // one line (detail/prefetch.hpp); an index entry's lines are hinted with
+  // prefetch_object (first and last byte: an entry may straddle two lines).
   static void prefetch_change(const change_type& r) noexcept {
-    cdc_prefetch(&r);
-    if constexpr (sizeof(change_type) > 64) {
-      cdc_prefetch(reinterpret_cast<const char*>(&r + 1) - 1);
+    if constexpr (sizeof(change_type) > cache_line_bytes) {
+      prefetch_object(&r);
+    } else {
+      prefetch(&r);
     }
-  }
-  // An index entry may straddle two cache lines.
-  template <class Entry>
-  static void prefetch_entry(const Entry* e) noexcept {
-    cdc_prefetch(e);
-    cdc_prefetch(reinterpret_cast<const char*>(e + 1) - 1);
   }
 
   /// Frees the staging scratch (a later batch allocates it again).
@@ -404,11 +378,11 @@ class cdc_staging {
     sort_buf_ = {};
   }
   /// As new, for a full refresh of the target (R-EXACT-5); the target's
-  /// claim stays, and the target scratch is kept (it holds no state).
+  /// claim and ONCE marker (the facade's target_binding) are not the
+  /// engine's, and the target scratch is kept (it holds no state).
   void reset_staging() noexcept {
     release_staging();
     batch_floor_.reset();
-    done_ = false;
   }
 
   std::string name_;
@@ -416,8 +390,6 @@ class cdc_staging {
   [[no_unique_address]] std::tuple<Options...> options_{};
   K key_{};
   S seq_{};
-  const void* target_ = nullptr;
-  bool done_ = false;  // ONCE: a batch was applied
 
   // Batch scratch, kept across batches so that steady state does not allocate.
   std::unique_ptr<scratch_type> scratch_;
