@@ -1307,7 +1307,7 @@ void check_moved_flow(const fl::CdcSettings& settings, const std::vector<Change>
   CHECK(users.sorted_rows() == rows);
 }
 
-TEST_CASE_TEMPLATE("R-CDC-7: a moved flow keeps writing its table; the moved-from one is refused",
+TEST_CASE_TEMPLATE("a moved AUTO CDC flow keeps writing its table; the moved-from one is refused",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   const std::vector<Change> first{{1, "a", "x", "INSERT", 1}, {2, "b", "x", "INSERT", 1},
                                   {3, "c", "x", "INSERT", 1}};
