@@ -6,9 +6,12 @@
 
 #include <doctest/doctest.h>
 
+#include <range/v3/range/concepts.hpp>
 #include <range/v3/view/iota.hpp>
 #include <range/v3/view/transform.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <optional>
@@ -161,28 +164,81 @@ TEST_CASE_TEMPLATE("R-TABLE-2: rvalue batches are moved; single-pass and range-v
   // A range-v3 view of prvalues of the table's own row type.
   std::vector<Event> v{{10, "m", "s"}};
   CHECK(flow.apply(t, v | ranges::views::transform([](const Event& e) { return e; })).applied_rows == 1);
-  // A std::list (not contiguous: the staged path).
+  // A std::list (sized, not contiguous: the direct path with undo).
   std::list<Event> l{{11, "l", std::nullopt}};
   CHECK(flow.apply(t, l).applied_rows == 1);
   CHECK(t.size() == 5);
   CHECK(t.sorted_rows().back() == Event{11, "l", std::nullopt});
 }
 
-TEST_CASE_TEMPLATE("R-TABLE-2: fast path and staged path agree", Storage,
+// Append::apply() picks its path at compile time (flows/append.hpp): a batch
+// that is sized (std::ranges::sized_range or ranges::sized_range), with no
+// flow expectation, into a table without expectations, is written directly;
+// every other batch is staged in scratch rows first. The same condition:
+template <class R>
+inline constexpr bool append_takes_direct_path =
+    std::ranges::sized_range<R> || ranges::sized_range<R>;
+
+TEST_CASE_TEMPLATE("R-TABLE-2: direct path and staged path agree", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   using at::Plain;
-  fl::StreamingTable<Plain, Storage> a{"a"};
-  fl::StreamingTable<Plain, Storage> b{"b"};
-  fl::Append<> fa{"fa"};
-  fl::Append<> fb{"fb"};
+  using Table = fl::StreamingTable<Plain, Storage>;
+  Table direct{"direct"};
+  Table staged{"staged"};
+  REQUIRE(direct.table_expectation_sets().empty());
+  REQUIRE(staged.table_expectation_sets().empty());
+  fl::Append<> fd{"fd"};
+  fl::Append<> fs{"fs"};
   std::vector<Plain> rows;
   for (std::int64_t i = 0; i < 100; ++i) rows.push_back({i % 7, i});
-  fa.apply(a, rows);                       // contiguous, nothrow copies: direct
-  fb.apply(b, std::list<Plain>(rows.begin(), rows.end()));  // staged
-  fa.apply(a, rows);
-  fb.apply(b, std::list<Plain>(rows.begin(), rows.end()));
-  CHECK(a.size() == 200);
-  CHECK(a.sorted_rows() == b.sorted_rows());
+
+  // Each batch copies the rows and notes, for every row read, whether its
+  // flow had already claimed the table (the first thing either path does to
+  // the table). Only the staged path reads the whole batch before it touches
+  // the table; the direct path reserves and claims first, then writes each
+  // row as it is read.
+  struct reads {
+    std::size_t rows = 0;
+    std::size_t after_claim = 0;
+  };
+  const auto watch = [](const Table& t, reads& r) {
+    return [&t, &r](const Plain& p) {
+      ++r.rows;
+      if (!t.writers().empty()) ++r.after_claim;
+      return p;
+    };
+  };
+  reads rd;
+  reads rs;
+  const auto all = [](const Plain&) { return true; };
+  auto sized = rows | std::views::transform(watch(direct, rd));
+  auto unsized = rows | std::views::filter(all) | std::views::transform(watch(staged, rs));
+  // apply() deduces an lvalue batch as R&.
+  static_assert(append_takes_direct_path<decltype(sized)&>);
+  static_assert(!append_takes_direct_path<decltype(unsized)&>);
+
+  CHECK(fd.apply(direct, sized).applied_rows == rows.size());
+  CHECK(fs.apply(staged, unsized).applied_rows == rows.size());
+  CHECK(rd.rows == rows.size());
+  CHECK(rd.after_claim == rows.size());  // direct: written as read
+  CHECK(rs.rows == rows.size());
+  CHECK(rs.after_claim == 0);  // staged: all read before the table was touched
+  CHECK(direct.sorted_rows() == staged.sorted_rows());
+
+  // Again, into tables that hold rows (the staged path reuses its scratch
+  // rows), and with the plain vector (contiguous: the direct path without
+  // undo) against the filter view.
+  auto unsized_plain = rows | std::views::filter(all);
+  static_assert(append_takes_direct_path<std::vector<Plain>&>);
+  static_assert(!append_takes_direct_path<decltype(unsized_plain)&>);
+  CHECK(fd.apply(direct, rows).applied_rows == rows.size());
+  CHECK(fs.apply(staged, unsized_plain).applied_rows == rows.size());
+  CHECK(direct.size() == 200);
+  CHECK(direct.sorted_rows() == staged.sorted_rows());
+  std::vector<Plain> expected = rows;
+  expected.insert(expected.end(), rows.begin(), rows.end());
+  std::ranges::sort(expected);
+  CHECK(direct.sorted_rows() == expected);
 }
 
 TEST_CASE_TEMPLATE("R-TABLE-2: the seed's fan-in of two sources into one table", Storage,

@@ -577,7 +577,7 @@ struct Moved {
 };
 }  // namespace core
 
-TEST_CASE_TEMPLATE("R-CDC-4 R-CDC-5: detail::insert_made (SCD2's new versions): in the slot "
+TEST_CASE_TEMPLATE("detail::insert_made (SCD2's new versions): in the slot "
                    "where the store can (emplace_with), else moved in; a failing build changes "
                    "nothing",
                    Storage, FLOWTEST_STORAGE_POLICIES) {

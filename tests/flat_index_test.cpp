@@ -75,7 +75,7 @@ void check_same(const M& m, const Ref& ref) {
 
 }  // namespace
 
-TEST_CASE("R-CDC-2: flat_index, the key index: random operations agree with std::unordered_map") {
+TEST_CASE("flat_index, the key index: random operations agree with std::unordered_map") {
   for (unsigned seed = 1; seed <= 60; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
@@ -157,7 +157,7 @@ TEST_CASE("R-CDC-2: flat_index, the key index: random operations agree with std:
   }
 }
 
-TEST_CASE("R-CDC-2: flat_index: string keys, and keys that all hash alike") {
+TEST_CASE("flat_index: string keys, and keys that all hash alike") {
   // Short and long strings (past the small buffer). (Built with +=: an
   // operator+ on strings trips a false -Wrestrict in GCC 12.)
   const auto name = [](int i) {
@@ -184,7 +184,7 @@ TEST_CASE("R-CDC-2: flat_index: string keys, and keys that all hash alike") {
   CHECK(one.size() == 250);
 }
 
-TEST_CASE("R-CDC-2: flat_index: churn reuses erased slots; the array does not keep growing") {
+TEST_CASE("flat_index: churn reuses erased slots; the array does not keep growing") {
   int_map m;
   std::mt19937_64 rng(7);
   std::vector<std::int64_t> live;
@@ -229,7 +229,8 @@ TEST_CASE("R-CDC-2: flat_index: churn reuses erased slots; the array does not ke
   CHECK(f.find(std::int64_t{1000}) != f.end());
 }
 
-TEST_CASE("R-CDC-5: flat_index: growing fails, and nothing changed (all-or-nothing batches rely on it)") {
+TEST_CASE("flat_index: a failed allocation while growing changes nothing "
+          "(all-or-nothing batches rely on it)") {
   int_map m;
   std::unordered_map<std::int64_t, std::int64_t> ref;
   std::int64_t k = 0;
@@ -298,7 +299,7 @@ struct fragile {
 };
 }  // namespace
 
-TEST_CASE("R-CDC-5: flat_index: an element copy failing while it grows changes nothing") {
+TEST_CASE("flat_index: an element copy failing while it grows changes nothing") {
   flat_index<std::int64_t, fragile, int_hash, int_eq> m;
   std::int64_t k = 0;
   int failures = 0;

@@ -63,7 +63,7 @@ FLOWLIB_SCHEMA(KeyedRow, k, seq);
 
 using tt::Event;
 
-TEST_CASE("R-TABLE-1: is_managed_table_v tells the table kinds apart") {
+TEST_CASE("is_managed_table_v tells the table kinds apart") {
   static_assert(fl::is_managed_table_v<fl::ManagedTable<Event>>);
   static_assert(fl::is_managed_table_v<fl::ManagedTable<Event, flowtest::DequeStorage>>);
   static_assert(!fl::is_managed_table_v<fl::StreamingTable<Event>>);
@@ -217,7 +217,7 @@ TEST_CASE("R-TABLE-3: a REPLACE USING flow sees rows a row filter hides") {
   CHECK(t.sorted_all_rows() == std::vector<KeyedRow>{{1, 1}, {2, 5}});
 }
 
-TEST_CASE_TEMPLATE("R-TABLE-3: full refresh empties a table unless reset_allowed is false",
+TEST_CASE_TEMPLATE("R-EXACT-5 R-WHERE-6: full refresh empties a table unless reset_allowed is false",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<Event, Storage> t{"t"};
   fl::Append<> f{"f"};

@@ -1,6 +1,9 @@
 # Builds and runs tests/consumer against flowlib, either installed into a
 # temporary prefix (MODE=find_package) or as a subdirectory
-# (MODE=add_subdirectory). Prints "consumer ok" on success.
+# (MODE=add_subdirectory, MODE=provided: see tests/consumer/CMakeLists.txt).
+# As a subdirectory, flowlib must also default to FLOWLIB_INSTALL=OFF and
+# install nothing: the consumer's own install puts its program there and no
+# flowlib file. Prints "consumer ok" on success.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
@@ -20,10 +23,28 @@ if(MODE STREQUAL "find_package")
     message(FATAL_ERROR "install did not place the headers")
   endif()
   list(APPEND args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
-else()
+elseif(MODE STREQUAL "add_subdirectory" OR MODE STREQUAL "provided")
   list(APPEND args -DFLOWLIB_SOURCE_DIR=${FLOWLIB_SOURCE_DIR})
+else()
+  message(FATAL_ERROR "unknown MODE '${MODE}'")
 endif()
 run(${CMAKE_COMMAND} ${args})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
-message("${last_output}")
+set(consumer_output "${last_output}")
+
+if(NOT MODE STREQUAL "find_package")
+  file(READ ${WORK_DIR}/build/flowlib_install_option.txt install_option)
+  if(install_option)
+    message(FATAL_ERROR "FLOWLIB_INSTALL is '${install_option}' in a subproject; "
+                        "it must default to OFF")
+  endif()
+  set(prefix ${WORK_DIR}/consumer_prefix)
+  run(${CMAKE_COMMAND} --install ${WORK_DIR}/build --prefix ${prefix})
+  file(GLOB_RECURSE installed LIST_DIRECTORIES false RELATIVE ${prefix} ${prefix}/*)
+  if(NOT installed STREQUAL "bin/consumer")
+    message(FATAL_ERROR "the consumer's install should hold bin/consumer only; it holds: "
+                        "${installed}")
+  endif()
+endif()
+message("${consumer_output}")
