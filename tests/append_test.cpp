@@ -366,7 +366,7 @@ TEST_CASE("R-TABLE-1: append flows write streaming and managed tables, not exclu
   CHECK(st2.sorted_rows() == std::vector<Row>{{1, 1}});
 }
 
-TEST_CASE("R-TABLE-2: a flow writes one table; a moved flow keeps its claim") {
+TEST_CASE("a flow writes one table; a moved flow keeps its claim") {
   fl::StreamingTable<Event> t1{"t1"};
   fl::StreamingTable<Event> t2{"t2"};
   fl::Append<> f{"f"};
@@ -461,7 +461,7 @@ TEST_CASE("R-EXPECT-1: flow expectations on the source row run before the table'
   CHECK(t.sorted_rows() == std::vector<ValidEvent>{{1}, {7}});
 }
 
-TEST_CASE_TEMPLATE("R-TABLE-2: a throwing copy leaves the table as it was", Storage,
+TEST_CASE_TEMPLATE("a throwing copy leaves the table as it was", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   using at::Fragile;
   fl::StreamingTable<Fragile, Storage> t{"t"};
@@ -478,7 +478,7 @@ TEST_CASE_TEMPLATE("R-TABLE-2: a throwing copy leaves the table as it was", Stor
   CHECK(t.size() == 10);
 }
 
-TEST_CASE_TEMPLATE("R-TABLE-2: a throw mid-batch on every path leaves the table as it was",
+TEST_CASE_TEMPLATE("a throw mid-batch on every path leaves the table as it was",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using at::Fragile;
   fl::StreamingTable<Fragile, Storage> t{"t"};

@@ -105,7 +105,7 @@ fl::BatchStats apply_until_through(Flow& flow, Table& t, const Batch& batch, lon
 
 }  // namespace alloc
 
-TEST_CASE_TEMPLATE("R-CDC-5: AUTO CDC: a batch failing at any allocation changes nothing", Storage,
+TEST_CASE_TEMPLATE("AUTO CDC: a batch failing at any allocation changes nothing", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   using namespace alloc;
   fl::CdcSettings one_pass;

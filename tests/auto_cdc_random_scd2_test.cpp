@@ -89,7 +89,7 @@ TEST_CASE_TEMPLATE(
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-5: SCD2 one pass: a batch failing anywhere changes nothing", Storage,
+TEST_CASE_TEMPLATE("SCD2 one pass: a batch failing anywhere changes nothing", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   using namespace onepass;
   for (unsigned n = 0; n < 400; ++n) {

@@ -683,7 +683,7 @@ using ESeq = fl::Seq<&Event::ts, &Event::tiebreak>;
 
 }  // namespace opt
 
-TEST_CASE_TEMPLATE("R-CDC-1: composite nullable keys, struct sequence, predicates with state",
+TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-3 R-CDC-5: composite nullable keys, struct sequence, predicates with state",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace opt;
   using F =
@@ -744,7 +744,7 @@ TEST_CASE_TEMPLATE("R-CDC-7: metrics, expectations, and one target per flow", St
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-1: an input range of rvalues is moved from; a container is not", Storage,
+TEST_CASE_TEMPLATE("an input range of rvalues is moved from; a container is not", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   // A container (lvalue elements): copied, left as it was.
   fl::StreamingTable<User, Storage> t{"u"};
@@ -782,7 +782,7 @@ struct ThrowingDelete {
 }  // namespace users
 
 TEST_CASE_TEMPLATE(
-    "R-CDC-5: a user exception mid-batch propagates and changes nothing (SCD1, SCD2)", Storage,
+    "a user exception mid-batch propagates and changes nothing (SCD1, SCD2)", Storage,
     FLOWTEST_STORAGE_POLICIES) {
   using F1 =
       fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
@@ -808,7 +808,7 @@ TEST_CASE_TEMPLATE(
 }
 
 TEST_CASE_TEMPLATE(
-    "R-TABLE-2: AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, "
+    "AUTO CDC ONCE: one batch is applied, later ones are skipped until reset (SCD1, "
     "SCD2)",
     Storage, FLOWTEST_STORAGE_POLICIES) {
   using Once1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::Once, fl::apply_as_deletes<IsDelete>,
@@ -883,7 +883,7 @@ struct IsDelete {
 };
 }  // namespace dated_cdc
 
-TEST_CASE_TEMPLATE("R-CDC-1: a calendar date is a key column", Storage, FLOWTEST_STORAGE_POLICIES) {
+TEST_CASE_TEMPLATE("R-CDC-2: a calendar date is a key column", Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace std::chrono;
   using dated_cdc::Change;
   using dated_cdc::Day;
@@ -942,7 +942,7 @@ struct IsDelete {
 };
 }  // namespace fragile_cdc
 
-TEST_CASE_TEMPLATE("R-CDC-5: a row write failing anywhere in a batch changes nothing (SCD1)",
+TEST_CASE_TEMPLATE("a row write failing anywhere in a batch changes nothing (SCD1)",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using fragile_cdc::Change;
   using fragile_cdc::Fragile;
@@ -995,7 +995,7 @@ TEST_CASE_TEMPLATE("R-CDC-5: a row write failing anywhere in a batch changes not
 }
 
 TEST_CASE(
-    "R-CDC-4: the search from the back that places a late change agrees with std::upper_bound and "
+    "the search from the back that places a late change agrees with std::upper_bound and "
     "std::lower_bound") {
   std::mt19937 rng(4242);
   const auto less = [](int a, int b) { return a < b; };

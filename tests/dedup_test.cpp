@@ -237,7 +237,7 @@ TEST_CASE("R-DEDUP-5: single-column identities, optional key columns, narrow int
   CHECK(!d.contains({3, std::nullopt}));
 }
 
-TEST_CASE("R-DEDUP-5: event times near the limits saturate instead of overflowing") {
+TEST_CASE("R-DEDUP-1 R-DEDUP-2: event times near the limits saturate instead of overflowing") {
   constexpr std::int32_t lo = std::numeric_limits<std::int32_t>::min();
   constexpr std::int32_t hi = std::numeric_limits<std::int32_t>::max();
   fl::DedupWithinWatermark<fl::Key<&Event::id>, fl::EventTime<&Event::ts>> d{std::int32_t{100}};
@@ -418,7 +418,7 @@ struct Fragile {
 };
 }  // namespace dedup_test
 
-TEST_CASE("R-DEDUP-3: processing a batch is all-or-nothing") {
+TEST_CASE("processing a batch is all-or-nothing") {
   using dedup_test::Fragile;
   fl::DedupWithinWatermark<fl::Key<&Fragile::id>, fl::EventTime<&Fragile::ts>> d{10};
   std::vector<Fragile> first;
@@ -468,7 +468,7 @@ struct PickyKey {
 };
 }  // namespace dedup_test
 
-TEST_CASE("R-DEDUP-3: a throwing key policy leaves the state as it was") {
+TEST_CASE("a throwing key policy leaves the state as it was") {
   fl::DedupWithinWatermark<dedup_test::PickyKey, fl::EventTime<&Event::ts>> d{std::int32_t{5}};
   d.process(std::vector<Event>{{1, {}, 10}, {2, {}, 11}});
   const std::string before = d.save_state();
@@ -519,7 +519,7 @@ TEST_CASE("R-DEDUP-3: dedup composes before a flow (dedup, then REPLACE USING)")
   CHECK(dedup.total_stats().duplicate_rows == 1);
 }
 
-TEST_CASE("R-DEDUP-1: configuration errors") {
+TEST_CASE("configuration errors") {
   CHECK_THROWS_AS(ClickDedup(-1), fl::error);
   CHECK_THROWS_AS(ClickDedup(1, "x", fl::DedupOptions{.inputs = 0}), fl::error);
   ClickDedup moved{10};
