@@ -38,11 +38,19 @@
 // Members not listed in FLOWLIB_SCHEMA are invisible here: make() leaves
 // such Target members value-initialised, assign() leaves them untouched.
 //
+// The column walk (which Target column takes which Source column) is not
+// here: it is detail/column_pairs.hpp's column_pairs, shared with the
+// change-feed flows (detail/cdc_columns.hpp), with the skipped Target
+// columns and the dropped Source columns left out. This header adds
+// Append's rules, its diagnostics and its null-filling of unpaired Target
+// columns.
+//
 // Cost: make() value-initialises a Target and assigns each mapped column
 // (one copy or move per column, no allocation beyond the values' own);
 // nothing is looked up by name at run time.
 #pragma once
 
+#include <flowlib/detail/column_pairs.hpp>
 #include <flowlib/detail/fixed_string.hpp>
 #include <flowlib/detail/name_list.hpp>
 #include <flowlib/detail/type_traits.hpp>
@@ -104,28 +112,24 @@ enum class column_map_kind {
   skip,      // left to the caller
 };
 
+/// The column pairs of an INSERT BY NAME: every Target column that is not
+/// skipped, with the Source column of its name unless that one is dropped.
+template <class Source, class Target, class Dropped, class Skipped>
+using by_name_pairs =
+    column_pairs<Source, Target, typename concat_name_lists<Skipped, Dropped>::type>;
+
 template <class Source, class Target, class TargetColumn, class Dropped, class Skipped>
 struct by_name_target_column {
   static constexpr std::string_view name = TargetColumn::name;
   using target_value = typename TargetColumn::value_type;
   static constexpr bool skipped = Skipped::contains(name);
-  static constexpr bool from_source =
-      !skipped && schema_of<Source>::contains(name) && !Dropped::contains(name);
 
-  // The Source column of the same name (void when there is none); resolved
-  // lazily, so that an absent column never indexes the Source schema.
-  template <bool FromSource, class = void>
-  struct source_of {
-    using column = void;
-    using value = void;
-  };
-  template <class V>
-  struct source_of<true, V> {
-    using column = typename column_at<schema_of<Source>, schema_of<Source>::index_of(name)>::type;
-    using value = typename column::value_type;
-  };
-  using source_column = typename source_of<from_source>::column;
-  using source_value = typename source_of<from_source>::value;
+  // The Source column of the same name (void when there is none, or it is
+  // dropped, or this column is skipped).
+  using source_column = typename by_name_pairs<Source, Target, Dropped,
+                                               Skipped>::template source_column_t<TargetColumn>;
+  using source_value = typename col_value<source_column>::type;
+  static constexpr bool from_source = !std::is_void_v<source_column>;
 
   static constexpr bool same_type = from_source && std::is_same_v<source_value, target_value>;
   static constexpr bool wrap_type =
@@ -174,18 +178,11 @@ struct by_name_target_column {
     }
   }();
 
-  /// Writes this column of `dst` from `src` (a Source lvalue or rvalue).
-  template <class S>
-  static constexpr void write(Target& dst, S&& src) {
-    if constexpr (kind == column_map_kind::same || kind == column_map_kind::wrap) {
-      if constexpr (std::is_lvalue_reference_v<S>) {
-        TargetColumn::get(dst) = source_column::get(src);
-      } else {
-        TargetColumn::get(dst) = std::move(source_column::get(src));
-      }
-    } else if constexpr (kind == column_map_kind::null) {
-      TargetColumn::get(dst).reset();
-    }
+  /// Sets this column of `dst` to null if the Source lacks it (or drops
+  /// it), and does nothing if it is skipped; by_name_checks::assign calls
+  /// it for each unpaired column and writes the paired ones itself.
+  static constexpr void fill_null(Target& dst) {
+    if constexpr (kind == column_map_kind::null) TargetColumn::get(dst).reset();
   }
 };
 
@@ -215,10 +212,22 @@ struct by_name_checks<Source, Target, Dropped, Skipped, type_list<SC...>, type_l
       (source_ok<SC>() && ...) &&
       (by_name_target_column<Source, Target, TC, Dropped, Skipped>::ok && ...);
 
+  /// One pass of the shared walk over the Target columns, in order: a
+  /// paired column (the same and wrap kinds: a plain assignment either way)
+  /// is copied or moved from src; an unpaired one is nulled unless skipped.
   template <class S>
   static constexpr void assign(Target& dst, S&& src) {
-    (by_name_target_column<Source, Target, TC, Dropped, Skipped>::write(dst, std::forward<S>(src)),
-     ...);
+    by_name_pairs<Source, Target, Dropped, Skipped>::for_each(
+        [&](auto tc, auto sc) {
+          if constexpr (std::is_lvalue_reference_v<S>) {
+            decltype(tc)::get(dst) = decltype(sc)::get(src);
+          } else {
+            decltype(tc)::get(dst) = std::move(decltype(sc)::get(src));
+          }
+        },
+        [&](auto tc) {
+          by_name_target_column<Source, Target, decltype(tc), Dropped, Skipped>::fill_null(dst);
+        });
   }
   static constexpr bool nothrow_copy =
       (by_name_target_column<Source, Target, TC, Dropped, Skipped>::nothrow_copy && ...);

@@ -6,9 +6,18 @@
 // make here is a compile error whose message says how to fix it; where it is
 // about one column, the column's name is a template argument of the failing
 // check (`cdc_target_column_check<"city", ...>`), so it shows in the
-// compiler's "required from" line. Internal.
+// compiler's "required from" line.
+//
+// The column walk (which target column takes which change column) is not
+// here: it is detail/column_pairs.hpp's column_pairs, shared with Append's
+// INSERT BY NAME (detail/by_name.hpp), with an SCD2 target's __START_AT /
+// __END_AT left out (cdc_rules::bounds). This header keeps the change-feed
+// rules, which are stricter than Append's: every target column must be
+// paired, with the same type (no null-filling, no wrapping into
+// std::optional), checked in cdc_mapping_check. Internal.
 #pragma once
 
+#include <flowlib/detail/column_pairs.hpp>
 #include <flowlib/detail/fixed_string.hpp>
 #include <flowlib/detail/name_list.hpp>
 #include <flowlib/detail/type_traits.hpp>
@@ -291,22 +300,14 @@ struct cdc_scd2_bounds_check {
                              std::is_same_v<End, std::optional<Seq>>;
 };
 
-template <class Col>
-struct col_value {
-  using type = typename Col::value_type;
-};
-template <>
-struct col_value<void> {
-  using type = void;
-};
-
 /// Column rules of a flow's options: selection, bounds, nulls, history.
 template <class Opts>
 struct cdc_rules {
   static constexpr bool scd2 = Opts::scd2;
-  static constexpr bool is_bound(std::string_view n) noexcept {
-    return scd2 && (n == "__START_AT" || n == "__END_AT");
-  }
+  /// The target columns the flow fills itself (SCD2's validity bounds):
+  /// left out of the column pairs.
+  using bounds = std::conditional_t<scd2, name_list<"__START_AT", "__END_AT">, name_list<>>;
+  static constexpr bool is_bound(std::string_view n) noexcept { return bounds::contains(n); }
   static constexpr bool selected(std::string_view n) noexcept {
     if constexpr (Opts::select_mode == 1) return Opts::select_set::contains(n);
     if constexpr (Opts::select_mode == 2) return !Opts::select_set::contains(n);
@@ -347,6 +348,7 @@ struct cdc_mapping_check {
   using CS = schema_of<Change>;
   using TS = schema_of<Target>;
   using rules = cdc_rules<Opts>;
+  using pairs = column_pairs<Change, Target, typename rules::bounds>;
 
   template <class NS>
   struct listed;
@@ -384,7 +386,7 @@ struct cdc_mapping_check {
     if constexpr (rules::is_bound(TC::name)) {
       return true;
     } else {
-      using CC = column_named_t<Change, name>;
+      using CC = typename pairs::template source_column_t<TC>;
       constexpr bool in_change = !std::is_void_v<CC>;
       constexpr bool sel = rules::selected(TC::name);
       constexpr bool same = std::is_same_v<typename col_value<CC>::type, typename TC::value_type>;
@@ -468,16 +470,12 @@ struct cdc_mapping {
   using TS = schema_of<Target>;
   using rules = cdc_rules<Opts>;
 
-  /// Calls f(TargetCol{}, ChangeCol{}) for every mapped (non-bound) column.
+  /// Calls f(TargetCol{}, ChangeCol{}) for every mapped (non-bound) column:
+  /// the shared by-name walk (detail/column_pairs.hpp). cdc_mapping_check
+  /// has made sure that it pairs every non-bound target column.
   template <class F>
   static constexpr void for_each(F&& f) {
-    TS::for_each([&](auto tcol) {
-      using TC = decltype(tcol);
-      if constexpr (!rules::is_bound(TC::name)) {
-        using CC = column_named_t<Change, column_name_of<TC>::value>;
-        if constexpr (!std::is_void_v<CC>) f(TC{}, CC{});
-      }
-    });
+    for_each_column_pair<Change, Target, typename rules::bounds>(std::forward<F>(f));
   }
 
   /// t's mapped columns = c's (copied).

@@ -1,7 +1,8 @@
 // flowlib/detail/name_list.hpp
 //
 // name_list<"a", "b", ...>: a compile-time list of column names, the one
-// name-list type of the by-name row mapping (detail/by_name.hpp) and of the
+// name-list type of the shared by-name column walk (detail/column_pairs.hpp,
+// its skipped columns), of Append's mapping (detail/by_name.hpp) and of the
 // column options of the change-feed flows (detail/cdc_columns.hpp).
 // Internal.
 #pragma once
