@@ -537,12 +537,14 @@ TEST_CASE_TEMPLATE("R-CDC-5: ties: the later change in source order wins and is 
   CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "Q", 2, {}}, {1, "A", "R", 1, 2}});
 }
 
+// The users example's flows with strict_sequence (R-CDC-5).
+using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
+                            fl::strict_sequence>;
+using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored,
+                            fl::strict_sequence>;
+
 TEST_CASE_TEMPLATE("R-CDC-5: strict_sequence makes a tie an error (a redelivery is not one)",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                              NotStored, fl::strict_sequence>;
-  using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
-                              NotStored, fl::strict_sequence>;
   fl::StreamingTable<User, Storage> t{"u"};
   fl::StreamingTable<UserHistory, Storage> h{"h"};
   Strict1 f1{"strict1"};
@@ -1380,10 +1382,6 @@ TEST_CASE_TEMPLATE(
     "R-CDC-5: strict_sequence: an identical redelivery is counted and changes nothing, SCD1 and "
     "SCD2",
     Storage, FLOWTEST_STORAGE_POLICIES) {
-  using Strict1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                              NotStored, fl::strict_sequence>;
-  using Strict2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
-                              NotStored, fl::strict_sequence>;
   fl::StreamingTable<User, Storage> t{"u"};
   fl::StreamingTable<UserHistory, Storage> h{"h"};
   Strict1 f1{"strict1"};
