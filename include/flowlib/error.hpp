@@ -35,6 +35,16 @@ enum class errc {
   /// Any other invalid configuration or input (a refused full refresh:
   /// docs/semantics.md#r-exact-5).
   invalid_argument,
+  /// A checkpoint file or record is corrupt, truncated or of an unknown
+  /// format version; it is left as it was: docs/pipelines.md#checkpoints.
+  checkpoint_corrupt,
+  /// A checkpoint was made by another pipeline or flow definition, or does
+  /// not suit the tables (durable against volatile); left as it was:
+  /// docs/pipelines.md#checkpoints.
+  checkpoint_mismatch,
+  /// Reading or writing a checkpoint failed (the system's error is in the
+  /// message); the batch was not committed: docs/pipelines.md#checkpoints.
+  checkpoint_io,
 };
 
 /// @brief Textual code of an errc, as it appears in messages and event logs.
@@ -46,6 +56,9 @@ constexpr std::string_view to_string(errc e) noexcept {
     case errc::version_not_increasing: return "SNAPSHOT_VERSION_NOT_INCREASING";
     case errc::invalid_target: return "INVALID_FLOW_TARGET";
     case errc::invalid_argument: return "INVALID_ARGUMENT";
+    case errc::checkpoint_corrupt: return "CHECKPOINT_CORRUPT";
+    case errc::checkpoint_mismatch: return "CHECKPOINT_MISMATCH";
+    case errc::checkpoint_io: return "CHECKPOINT_IO_ERROR";
   }
   return "UNKNOWN";
 }

@@ -64,17 +64,20 @@ struct byte_writer {
 };
 
 /// Reads what byte_writer wrote, bounds-checked: every read past the end
-/// throws flowlib::error (errc::invalid_argument) naming `owner` (the flow or
-/// operator whose state is read), what was wrong and the byte offset, with
-/// `suffix` appended (say, what the caller leaves unchanged).
+/// throws flowlib::error (`code`: errc::invalid_argument unless the caller
+/// says otherwise; checkpoint readers say errc::checkpoint_corrupt) naming
+/// `owner` (the flow or operator whose state is read), what was wrong and
+/// the byte offset, with `suffix` appended (say, what the caller leaves
+/// unchanged).
 struct byte_reader {
   std::string_view in;
   std::size_t pos = 0;
   std::string_view owner;
   std::string_view suffix;
+  errc code = errc::invalid_argument;
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw error(errc::invalid_argument, std::string(owner), "", "",
+    throw error(code, std::string(owner), "", "",
                 "cannot restore the state: " + what + " at byte " + std::to_string(pos) +
                     std::string(suffix));
   }
