@@ -62,6 +62,13 @@ Expectation<std::decay_t<Pred>> expect_or_fail(std::string name, Pred&& pred) {
   return {std::move(name), on_violation::fail, std::forward<Pred>(pred)};
 }
 
+/// @brief `quarantine`: a pipeline moves violating rows to the flow's
+/// quarantine table (see Pipeline's flow declaration, quarantine()).
+template <class Pred>
+Expectation<std::decay_t<Pred>> expect_or_quarantine(std::string name, Pred&& pred) {
+  return {std::move(name), on_violation::quarantine, std::forward<Pred>(pred)};
+}
+
 /// @brief Per-batch counters of an expectation set; lives on the stack of
 /// one apply() so that a failed batch leaves no trace.
 template <std::size_t N>
@@ -89,12 +96,21 @@ class Expectations {
   template <class Row, class DescribeKey>
   bool check(const Row& row, counts_type& counts, std::string_view flow,
              DescribeKey&& describe_key) const {
+    const std::string* quarantined = nullptr;
+    return check(row, counts, flow, describe_key, quarantined);
+  }
+
+  /// As check(); `quarantined` is set to the name of the first `quarantine`
+  /// expectation the row violates (left as it is when none).
+  template <class Row, class DescribeKey>
+  bool check(const Row& row, counts_type& counts, std::string_view flow,
+             DescribeKey&& describe_key, const std::string*& quarantined) const {
     bool keep = true;
     const std::string* failed = nullptr;
     std::size_t i = 0;
     std::apply(
         [&](const auto&... e) {
-          ((eval(e, row, counts, i, keep, failed), ++i), ...);
+          ((eval(e, row, counts, i, keep, failed, quarantined), ++i), ...);
         },
         es_);
     if (failed != nullptr) {
@@ -138,7 +154,7 @@ class Expectations {
  private:
   template <class E, class Row>
   static void eval(const E& e, const Row& row, counts_type& counts, std::size_t i, bool& keep,
-                   const std::string*& failed) {
+                   const std::string*& failed, const std::string*& quarantined) {
     static_assert(std::predicate<const decltype(e.pred)&, const Row&>,
                   "flowlib: an expectation's predicate must be callable as "
                   "bool(const Row&) for the flow's row type.");
@@ -153,10 +169,21 @@ class Expectations {
       case on_violation::fail:
         if (failed == nullptr) failed = &e.name;
         break;
+      case on_violation::quarantine:
+        keep = false;
+        if (quarantined == nullptr) quarantined = &e.name;
+        break;
     }
   }
 
   std::tuple<Expectation<Preds>...> es_;
+
+ public:
+  /// Calls f(expectation) for each expectation, in order.
+  template <class F>
+  void for_each(F&& f) const {
+    std::apply([&](const auto&... e) { (f(e), ...); }, es_);
+  }
 };
 
 /// @brief Builds an Expectations set: expectations(expect_or_drop(...), expect(...)).

@@ -16,7 +16,22 @@ enum class on_violation {
   warn,  ///< keep the row, count the violation
   drop,  ///< remove the row before the flow sees it, count it
   fail,  ///< stop: nothing of the batch is committed
+  /// move the row to the flow's quarantine table, with the expectation's
+  /// name and the batch id (a pipeline stage, Pipeline's quarantine());
+  /// given to a flow's apply() directly, it drops the row as `drop` does
+  quarantine,
 };
+
+/// @brief The action's name in the event log: "warn", "drop", "fail", "quarantine".
+constexpr const char* to_string(on_violation a) noexcept {
+  switch (a) {
+    case on_violation::warn: return "warn";
+    case on_violation::drop: return "drop";
+    case on_violation::fail: return "fail";
+    case on_violation::quarantine: return "quarantine";
+  }
+  return "warn";
+}
 
 /// @brief Per-batch metrics of one expectation (R-EXPECT-2).
 struct ExpectationMetrics {

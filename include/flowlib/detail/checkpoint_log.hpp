@@ -1,0 +1,314 @@
+// flowlib/detail/checkpoint_log.hpp
+//
+// The pipeline's records in a checkpoint_store (checkpoint/store.hpp): the
+// layout, the exactly-once protocol's records, and the restore of state by
+// snapshot + deltas. Internal; the layout is documented for operators in
+// docs/pipelines.md.
+//
+//   pipeline                              name and layout version of the pipeline
+//   flows/<F>/definition                  what the flow is (kind, source, target, stages)
+//   flows/<F>/offsets/<N>                 batch N's planned positions (from, to)
+//   flows/<F>/commits/<N>                 batch N committed: its end position
+//   flows/<F>/state/<N>/<c>.delta         component c's delta after batch N
+//   flows/<F>/state/<N>/<c>.snapshot      component c's whole state after batch N
+//   imports/<F>                           the flow's IMPORT CHECKPOINT was taken
+//
+// <F> is the flow's name in lowercase hex (any name is a safe path), <N> a
+// batch id of 20 decimal digits (names sort as numbers). Component 0 is the
+// flow policy, 1.. its operators in declaration order.
+//
+// Protocol for batch N of flow F (R-EXACT-1): offsets/N is written before
+// the batch reads its source; then the state records of N; then commits/N,
+// which alone makes batch N count. A restore reads the last commit, and for
+// each component the last snapshot at or before it and the deltas after the
+// snapshot up to it. Records of a batch after the last commit (a batch that
+// failed or was cut short) are ignored and overwritten when the batch is
+// replayed from the same positions. Old records are removed once a newer
+// snapshot is committed, so a restore reads a bounded number of records.
+#pragma once
+
+#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/detail/byte_codec.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/source/position.hpp>
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flowlib::detail {
+
+inline constexpr std::uint16_t pipeline_layout_version = 1;
+
+/// A flow's planned batch: the positions it reads between.
+struct planned_batch {
+  source_position from;
+  source_position to;
+};
+
+/// The records of one component for a restore, owning their bytes.
+struct component_records {
+  std::optional<std::string> snapshot;
+  std::vector<std::string> deltas;
+  checkpoint_blobs view() const {
+    checkpoint_blobs b;
+    if (snapshot) b.snapshot = std::string_view(*snapshot);
+    for (const auto& d : deltas) b.deltas.emplace_back(d);
+    return b;
+  }
+};
+
+/// The pipeline's view of its checkpoint store. See the header comment.
+class checkpoint_log {
+ public:
+  explicit checkpoint_log(checkpoint_store& store) : store_(&store) {}
+
+  checkpoint_store& store() const noexcept { return *store_; }
+
+  static std::string hex(std::string_view name) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(name.size() * 2);
+    for (unsigned char c : name) {
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+    return out.empty() ? std::string("_") : out;
+  }
+  static std::string batch_name(std::uint64_t n) {
+    std::string s = std::to_string(n);
+    return std::string(20 - s.size(), '0') + s;
+  }
+  static std::optional<std::uint64_t> parse_batch(std::string_view s) {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size() || s.size() != 20) return std::nullopt;
+    return v;
+  }
+  static std::string flow_dir(std::string_view flow) { return "flows/" + hex(flow); }
+
+  // --- The pipeline record ---------------------------------------------------------
+
+  /// Checks the pipeline record against `name`, or writes it when absent.
+  /// Throws checkpoint_mismatch naming both pipelines.
+  void open_pipeline(std::string_view name) {
+    if (auto rec = store_->read("pipeline")) {
+      byte_reader r = reader(*rec, name);
+      const auto version = r.integer<std::uint16_t>();
+      if (version != pipeline_layout_version) {
+        throw error(errc::checkpoint_corrupt, std::string(name), "", "",
+                    "the " + store_->describe() + " has pipeline layout version " +
+                        std::to_string(version) + "; this build reads version " +
+                        std::to_string(pipeline_layout_version) + "; it was left as it was");
+      }
+      const std::string other(r.bytes());
+      if (other != name) {
+        throw error(errc::checkpoint_mismatch, std::string(name), "", "",
+                    "the " + store_->describe() + " belongs to pipeline '" + other +
+                        "', not to this one; it was left as it was (give each pipeline a "
+                        "checkpoint of its own)");
+      }
+      return;
+    }
+    pending_pipeline_ = std::string(name);
+  }
+
+  /// Checks flow `flow`'s definition record against `definition`; when
+  /// absent, remembers it for write_pending(). Throws checkpoint_mismatch.
+  void open_flow(std::string_view flow, std::string_view definition) {
+    if (auto rec = store_->read(flow_dir(flow) + "/definition")) {
+      byte_reader r = reader(*rec, flow);
+      const std::string stored(r.bytes());
+      if (stored != definition) {
+        throw error(errc::checkpoint_mismatch, std::string(flow), "", "",
+                    "the " + store_->describe() + " was made by another definition of this flow (" +
+                        stored + "), not by this one (" + std::string(definition) +
+                        "); it was left as it was: give the changed flow a new name or a new "
+                        "checkpoint, or fully refresh its table");
+      }
+      return;
+    }
+    pending_flows_.emplace_back(std::string(flow), std::string(definition));
+  }
+
+  /// Writes the pipeline and definition records found missing by the open_*
+  /// calls (after every check passed, so a refused open writes nothing).
+  void write_pending() {
+    if (pending_pipeline_) {
+      std::string b;
+      byte_writer w{b};
+      w.integer<std::uint16_t>(pipeline_layout_version);
+      w.bytes(*pending_pipeline_);
+      store_->write("pipeline", b);
+      pending_pipeline_.reset();
+    }
+    for (const auto& [flow, def] : pending_flows_) write_definition(flow, def);
+    pending_flows_.clear();
+  }
+
+  void write_definition(std::string_view flow, std::string_view definition) {
+    std::string b;
+    byte_writer w{b};
+    w.bytes(definition);
+    store_->write(flow_dir(flow) + "/definition", b);
+  }
+
+  // --- Batches -----------------------------------------------------------------------
+
+  /// The last committed batch of `flow` and its end position.
+  std::optional<std::pair<std::uint64_t, source_position>> last_commit(std::string_view flow) const {
+    const auto names = store_->list(flow_dir(flow) + "/commits");
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+      auto n = parse_batch(*it);
+      if (!n) continue;
+      auto rec = store_->read(flow_dir(flow) + "/commits/" + *it);
+      if (!rec) continue;
+      byte_reader r = reader(*rec, flow);
+      source_position end = source_position::read(r);
+      return std::pair{*n, std::move(end)};
+    }
+    return std::nullopt;
+  }
+
+  /// Batch `n`'s planned positions, if recorded.
+  std::optional<planned_batch> planned(std::string_view flow, std::uint64_t n) const {
+    auto rec = store_->read(flow_dir(flow) + "/offsets/" + batch_name(n));
+    if (!rec) return std::nullopt;
+    byte_reader r = reader(*rec, flow);
+    planned_batch p;
+    p.from = source_position::read(r);
+    p.to = source_position::read(r);
+    return p;
+  }
+
+  void write_planned(std::string_view flow, std::uint64_t n, const planned_batch& p) {
+    std::string b;
+    byte_writer w{b};
+    p.from.write(w);
+    p.to.write(w);
+    store_->write(flow_dir(flow) + "/offsets/" + batch_name(n), b);
+  }
+
+  void write_state(std::string_view flow, std::uint64_t n, std::size_t component,
+                   checkpoint_scope scope, std::string_view bytes) {
+    store_->write(state_path(flow, n, component, scope), bytes);
+  }
+
+  void write_commit(std::string_view flow, std::uint64_t n, const source_position& end) {
+    std::string b;
+    byte_writer w{b};
+    end.write(w);
+    store_->write(flow_dir(flow) + "/commits/" + batch_name(n), b);
+  }
+
+  /// The records component `c` of `flow` restores from, as of batch `last`
+  /// (committed). Throws checkpoint_corrupt when a delta is missing.
+  component_records load_state(std::string_view flow, std::uint64_t last, std::size_t c) const {
+    component_records out;
+    const std::string dir = flow_dir(flow) + "/state";
+    std::vector<std::uint64_t> batches;
+    for (const auto& name : store_->list(dir)) {
+      auto n = parse_batch(name);
+      if (n && *n <= last) batches.push_back(*n);
+    }
+    // The newest snapshot at or before `last`.
+    std::size_t from = 0;
+    for (std::size_t i = batches.size(); i-- > 0;) {
+      if (auto s = store_->read(state_path(flow, batches[i], c, checkpoint_scope::snapshot))) {
+        out.snapshot = std::move(*s);
+        from = i + 1;
+        break;
+      }
+    }
+    for (std::size_t i = from; i < batches.size(); ++i) {
+      auto d = store_->read(state_path(flow, batches[i], c, checkpoint_scope::delta));
+      if (!d) {
+        throw error(errc::checkpoint_corrupt, std::string(flow), "", "",
+                    "the " + store_->describe() + " has no state record of component " +
+                        std::to_string(c) + " for committed batch " + std::to_string(batches[i]) +
+                        "; it was left as it was");
+      }
+      out.deltas.push_back(std::move(*d));
+    }
+    return out;
+  }
+
+  /// Removes the records a restore no longer reads: state of batches before
+  /// `snapshot_batch` (a committed batch that wrote snapshots), and offsets
+  /// and commits more than `retain` batches older than it.
+  void purge_before(std::string_view flow, std::uint64_t snapshot_batch, std::uint64_t retain) {
+    const std::string dir = flow_dir(flow);
+    for (const auto& name : store_->list(dir + "/state")) {
+      auto n = parse_batch(name);
+      if (n && *n < snapshot_batch) store_->remove(dir + "/state/" + name);
+    }
+    if (snapshot_batch <= retain) return;
+    const std::uint64_t keep_from = snapshot_batch - retain;
+    for (const char* sub : {"/offsets", "/commits"}) {
+      for (const auto& name : store_->list(dir + sub)) {
+        auto n = parse_batch(name);
+        if (n && *n < keep_from) store_->remove(dir + sub + "/" + name);
+      }
+    }
+  }
+
+  /// Removes every record of `flow` but its definition (a full refresh).
+  void reset_flow(std::string_view flow) {
+    const std::string dir = flow_dir(flow);
+    for (const char* sub : {"/offsets", "/commits", "/state"}) store_->remove(dir + sub);
+  }
+
+  // --- IMPORT CHECKPOINT (R-TABLE-4) ------------------------------------------------------
+
+  bool imported(std::string_view flow) const {
+    return store_->read("imports/" + hex(flow)).has_value();
+  }
+  void mark_imported(std::string_view flow, std::string_view from) {
+    std::string b;
+    byte_writer w{b};
+    w.bytes(from);
+    store_->write("imports/" + hex(flow), b);
+  }
+
+  /// Copies flow `from_flow`'s records (not its definition) from `from` into
+  /// this store under `flow`. `from` is only read.
+  void copy_flow(const checkpoint_store& from, std::string_view from_flow, std::string_view flow) {
+    copy_tree(from, flow_dir(from_flow), flow_dir(flow), /*skip_definition=*/true);
+  }
+
+ private:
+  void copy_tree(const checkpoint_store& from, const std::string& src, const std::string& dst,
+                 bool skip_definition) {
+    for (const auto& name : from.list(src)) {
+      if (skip_definition && name == "definition") continue;
+      const std::string s = src + "/" + name;
+      if (!from.list(s).empty()) {
+        copy_tree(from, s, dst + "/" + name, false);  // a folder
+      } else if (auto rec = from.read(s)) {
+        store_->write(dst + "/" + name, *rec);
+      }
+    }
+  }
+
+  static std::string state_path(std::string_view flow, std::uint64_t n, std::size_t c,
+                                checkpoint_scope scope) {
+    return flow_dir(flow) + "/state/" + batch_name(n) + "/" + std::to_string(c) +
+           (scope == checkpoint_scope::snapshot ? ".snapshot" : ".delta");
+  }
+
+  byte_reader reader(std::string_view rec, std::string_view owner) const {
+    byte_reader r{rec, 0, owner, suffix_, errc::checkpoint_corrupt};
+    return r;
+  }
+
+  checkpoint_store* store_;
+  std::optional<std::string> pending_pipeline_;
+  std::vector<std::pair<std::string, std::string>> pending_flows_;
+  std::string suffix_ = "; the checkpoint was left as it was";
+};
+
+}  // namespace flowlib::detail

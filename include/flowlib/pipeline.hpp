@@ -1,0 +1,551 @@
+// flowlib/pipeline.hpp
+//
+// Pipeline: sources, tables and flows by name, updated in micro-batches with
+// exactly-once checkpoints (docs/pipelines.md; R-EXACT-1..5, R-TABLE-2,
+// R-TABLE-4).
+//
+//   flowlib::MemoryCheckpoint checkpoint;            // or FileCheckpoint{dir}
+//   flowlib::Pipeline pipeline{"bookings", checkpoint};
+//   pipeline.flow("bookings_current")
+//       .from(feed)                                  // a MemorySource<Booking>
+//       .through(flowlib::DedupWithinWatermark<Id, When>{std::chrono::hours(1), "dedup"})
+//       .expect(flowlib::expectations(flowlib::expect_or_drop("valid", is_valid)))
+//       .into(current, Flow{"bookings_current"});
+//   flowlib::UpdateSummary s = pipeline.update();     // all data available now
+//
+// An update runs every flow, in dependency order (a flow reading a table
+// through a TableSource runs after the flows writing it), over the data its
+// source holds when the flow starts, in micro-batches of at most
+// max_rows_per_batch rows. Each micro-batch of flow F is, in order:
+//   1. its positions (from, to) are recorded in the checkpoint (offset log);
+//   2. the rows between them are read and go through the flow's stages and
+//      policy; the tables it writes keep a journal of their changes;
+//   3. each stateful component (the policy, then each operator) writes its
+//      delta, or every snapshot_interval batches its whole state;
+//   4. the commit record is written: only now does the batch count.
+// A failure at any step (the fault_hook tests every one) undoes the batch's
+// table changes through the journals and restores the flow's state from
+// the last commit, so the same Pipeline, or a new one over the same
+// checkpoint and tables, replays the batch from the same positions: every
+// source row affects the tables exactly once (R-EXACT-1). An update with no
+// new data writes nothing (R-EXACT-2).
+//
+// Opening (at the first update): the checkpoint must belong to this pipeline
+// and each flow's record to the same flow definition, and a durable
+// checkpoint takes durable tables only (and a volatile one volatile tables);
+// otherwise errc::checkpoint_mismatch, with nothing written. Then every flow
+// restores its state (last snapshot + deltas) and binds to its table.
+//
+// Threads: a Pipeline is used from one thread at a time; sources may be
+// appended to from other threads while it updates.
+#pragma once
+
+#include <flowlib/catalog.hpp>
+#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/detail/checkpoint_log.hpp>
+#include <flowlib/detail/flow_builder.hpp>
+#include <flowlib/detail/pipeline_flow.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/event_log.hpp>
+#include <flowlib/source/position.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+
+/// @brief Settings of a Pipeline.
+struct PipelineOptions {
+  /// Each flow writes its whole state every this many batches, deltas in
+  /// between; a restore reads at most this many deltas. At least 1.
+  std::uint64_t snapshot_interval = 10;
+  /// Offset and commit records kept behind the last snapshot (for people
+  /// reading the checkpoint; a restore needs none of them).
+  std::uint64_t retain_batches = 10;
+  /// Rows per micro-batch for flows that set no limit of their own (0: all
+  /// rows available, one batch).
+  std::size_t max_rows_per_batch = 0;
+  /// For fault-injection tests: called at every step of every micro-batch
+  /// (fault_point); an exception it throws is a failure at that step.
+  detail::fault_fn fault_hook;
+};
+
+/// @brief Rows and batches one flow has done in the running update.
+struct FlowProgress {
+  std::string flow;
+  std::uint64_t batches = 0;       ///< micro-batches committed so far in this update
+  std::uint64_t rows = 0;          ///< source rows they read
+  std::uint64_t rows_planned = 0;  ///< source rows available when the flow started
+};
+
+/// @brief Settings of one update().
+struct UpdateOptions {
+  /// The update's logical clock (event log timestamps; clock functions of
+  /// flows); the system clock at the start of the update when empty.
+  std::optional<std::chrono::system_clock::time_point> now;
+  /// Called after every committed micro-batch.
+  std::function<void(const FlowProgress&)> on_progress;
+};
+
+/// @brief What one flow did in an update.
+struct FlowUpdateSummary {
+  std::string flow;
+  std::uint64_t batches = 0;
+  std::uint64_t input_rows = 0;
+  std::uint64_t output_rows = 0;
+  std::uint64_t upserted_rows = 0;
+  std::uint64_t deleted_rows = 0;
+  std::uint64_t dropped_rows = 0;
+  std::uint64_t quarantined_rows = 0;
+  std::uint64_t deduplicated_rows = 0;
+  bool skipped = false;  ///< a ONCE flow that had run already
+};
+
+/// @brief What an update did: one entry per flow, in the order they ran.
+struct UpdateSummary {
+  std::uint64_t update_id = 0;
+  std::vector<FlowUpdateSummary> flows;
+  std::uint64_t batches() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& f : flows) n += f.batches;
+    return n;
+  }
+  std::uint64_t input_rows() const noexcept {
+    std::uint64_t n = 0;
+    for (const auto& f : flows) n += f.input_rows;
+    return n;
+  }
+  /// The flow called `name`, or nullptr.
+  const FlowUpdateSummary* flow(std::string_view name) const noexcept {
+    for (const auto& f : flows)
+      if (f.flow == name) return &f;
+    return nullptr;
+  }
+};
+
+/// @brief A pipeline: flows by name, micro-batches, checkpoints. See the
+/// header comment.
+class Pipeline final : private detail::flow_registry {
+ public:
+  /// A pipeline called `name` whose checkpoint is `checkpoint` (a
+  /// MemoryCheckpoint or FileCheckpoint that outlives the pipeline).
+  Pipeline(std::string name, checkpoint_store& checkpoint, PipelineOptions options = {})
+      : name_(std::move(name)), store_(&checkpoint), log_(checkpoint), options_(std::move(options)) {
+    if (options_.snapshot_interval == 0) {
+      throw error(errc::invalid_argument, name_, "", "",
+                  "PipelineOptions::snapshot_interval must be at least 1");
+    }
+  }
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  /// The tables and flows declared, by name (R-TABLE-1).
+  const Catalog& catalog() const noexcept { return catalog_; }
+
+  /// Starts declaring flow `name`: `.from(source)...into(table, policy)`.
+  /// Names are checked when into() is called; flows are declared before
+  /// the first update.
+  detail::flow_start flow(std::string name) {
+    if (opened_) {
+      throw error(errc::invalid_argument, name, "", "",
+                  "flows are declared before the pipeline's first update");
+    }
+    return detail::flow_start(*this, std::move(name));
+  }
+
+  /// Writes the update's events to `log` (kept by reference).
+  void event_log(EventLog& log) noexcept { events_ = &log; }
+
+  /// The running (or last) update's logical clock.
+  std::chrono::system_clock::time_point now() const noexcept { return now_; }
+
+  /// Runs every flow over the data available, in micro-batches. Throws what
+  /// a batch threw (after undoing that batch); batches committed before it
+  /// stay committed.
+  UpdateSummary update(UpdateOptions options = {}) {
+    now_ = options.now.value_or(std::chrono::system_clock::now());
+    open();
+    UpdateSummary summary;
+    summary.update_id = ++update_id_;
+    emit_update(update_state::started, nullptr, nullptr);
+    try {
+      for (auto* r : order_) summary.flows.push_back(run_flow(*r, summary.update_id, options));
+    } catch (...) {
+      emit_update(update_state::failed, &summary, std::current_exception());
+      throw;
+    }
+    emit_update(update_state::completed, &summary, nullptr);
+    return summary;
+  }
+
+  /// Full refresh (R-EXACT-5): empties `table`, clears the state and the
+  /// checkpoint records of every flow writing it (and their quarantined
+  /// rows), and makes them read their sources from the start at the next
+  /// update. ONCE flows run again (R-TABLE-2); an imported checkpoint is not
+  /// imported again (R-TABLE-4). Throws errc::invalid_argument, changing
+  /// nothing, when the table's reset_allowed is false. Rows a source no
+  /// longer holds (MemorySource::discard_before) are lost.
+  template <class Table>
+  void full_refresh(Table& table) {
+    open();
+    std::vector<detail::flow_runner*> writers;
+    for (auto& r : runners_)
+      if (r->target_table() == static_cast<const void*>(&table)) writers.push_back(r.get());
+    if (writers.empty()) {
+      throw error(errc::invalid_argument, table.name(), "", "",
+                  "no flow of pipeline '" + name_ + "' writes this table");
+    }
+    writers.front()->refresh_target();  // throws, changing nothing, when refused
+    for (auto* r : writers) {
+      log_.reset_flow(r->name());
+      r->forget_quarantined();
+      restore(*r);  // empty records: fresh state, bound to the emptied table
+    }
+  }
+
+ private:
+  // --- Declaration (detail::flow_registry) -------------------------------------------
+
+  void add_flow(std::unique_ptr<detail::flow_runner> runner, const void* target,
+                std::string_view target_name, bool managed, std::string_view kind,
+                bool exclusive) override {
+    const std::string& flow = runner->name();
+    for (const auto& r : runners_) {
+      if (r->name() == flow) {
+        throw error(errc::invalid_target, flow, "", "",
+                    "FLOW_ALREADY_EXISTS: pipeline '" + name_ + "' already has a flow of this name");
+      }
+    }
+    if (target != nullptr) {
+      if (!catalog_.contains(target_name)) {
+        catalog_.declare_table(std::string(target_name),
+                               managed ? table_kind::managed : table_kind::streaming);
+        tables_.emplace_back(target, std::string(target_name));
+      } else if (table_ptr(target_name) != target) {
+        throw error(errc::invalid_target, flow, "", "",
+                    "TABLE_ALREADY_EXISTS: another table named '" + std::string(target_name) +
+                        "' is already declared in pipeline '" + name_ + "'");
+      } else if (catalog_.kind_of(target_name) == table_kind::streaming && managed) {
+        catalog_.declare_table(std::string(target_name), table_kind::managed);  // throws the code
+      }
+      // R-USING-9: a REPLACE USING or AUTO CDC target takes one flow and no other.
+      for (const auto& [k, n] : catalog_.flows_of(target_name)) {
+        if (exclusive || k != std::string(append_flow_kind)) {
+          throw error(errc::invalid_target, flow, "", "",
+                      "table '" + std::string(target_name) + "' is already written by " + k +
+                          " flow '" + n + "'; a " + std::string(exclusive ? kind : k) +
+                          " target takes exactly one flow and no other flow type (R-USING-9)");
+        }
+      }
+      catalog_.declare_flow(target_name, kind, flow);
+    }
+    runners_.push_back(std::move(runner));
+  }
+  void keep_alive(std::shared_ptr<void> object) override { owned_.push_back(std::move(object)); }
+
+  const void* table_ptr(std::string_view name) const {
+    for (const auto& [p, n] : tables_)
+      if (n == name) return p;
+    return nullptr;
+  }
+
+  // --- Opening -------------------------------------------------------------------------
+
+  void open() {
+    if (opened_) return;
+    // Reads and checks first: a refused open writes nothing.
+    log_.open_pipeline(name_);
+    for (auto& r : runners_) log_.open_flow(r->name(), r->definition());
+    for (auto& r : runners_) {
+      if (r->writes_tables() && !r->tables_durable(store_->durable())) {
+        throw error(errc::checkpoint_mismatch, r->name(), "", "",
+                    store_->durable()
+                        ? "the " + store_->describe() + " is durable but the flow's tables are "
+                              "not: after a restart the checkpoint would skip rows the tables "
+                              "lost; use durable tables, or a MemoryCheckpoint"
+                        : "the " + store_->describe() + " is volatile but the flow's tables are "
+                              "durable: after a restart every row would be applied again; use a "
+                              "durable checkpoint (FileCheckpoint)");
+      }
+    }
+    std::vector<detail::flow_runner*> imports;
+    for (auto& r : runners_) {
+      if (r->import_from == nullptr || log_.imported(r->name())) continue;
+      if (log_.last_commit(r->name())) continue;  // has its own history already
+      detail::checkpoint_log other(const_cast<checkpoint_store&>(*r->import_from));
+      auto rec = r->import_from->read(detail::checkpoint_log::flow_dir(r->import_flow) + "/definition");
+      if (!rec) {
+        throw error(errc::checkpoint_mismatch, r->name(), "", "",
+                    "IMPORT CHECKPOINT: the " + r->import_from->describe() + " has no stream named '" +
+                        r->import_flow + "'");
+      }
+      other.last_commit(r->import_flow);  // reads (verifies) the records before copying
+      imports.push_back(r.get());
+    }
+    order_ = dependency_order();
+    for (auto& r : runners_) {
+      if (r->source_table() == nullptr) continue;
+      for (auto& w : runners_)
+        if (w->target_table() == r->source_table()) w->log_appends(true);
+    }
+    // Writes.
+    log_.write_pending();
+    for (auto* r : imports) {
+      log_.copy_flow(*r->import_from, r->import_flow, r->name());
+      log_.mark_imported(r->name(), r->import_from->describe() + " / " + r->import_flow);
+    }
+    for (auto& r : runners_) restore(*r);
+    opened_ = true;
+  }
+
+  std::vector<detail::flow_runner*> dependency_order() const {
+    std::vector<detail::flow_runner*> out;
+    std::vector<bool> done(runners_.size(), false);
+    while (out.size() < runners_.size()) {
+      bool progress = false;
+      for (std::size_t i = 0; i < runners_.size(); ++i) {
+        if (done[i]) continue;
+        const void* src = runners_[i]->source_table();
+        bool ready = true;
+        for (std::size_t j = 0; j < runners_.size() && src != nullptr; ++j)
+          if (!done[j] && j != i && runners_[j]->target_table() == src) ready = false;
+        if (ready) {
+          done[i] = true;
+          out.push_back(runners_[i].get());
+          progress = true;
+        }
+      }
+      if (!progress) {
+        throw error(errc::invalid_target, name_, "", "",
+                    "the flows read each other's tables in a cycle; a pipeline's flows must form "
+                    "a directed acyclic graph");
+      }
+    }
+    return out;
+  }
+
+  void restore(detail::flow_runner& r) {
+    std::vector<detail::component_records> recs(r.components());
+    if (auto last = log_.last_commit(r.name())) {
+      for (std::size_t c = 0; c < recs.size(); ++c) recs[c] = log_.load_state(r.name(), last->first, c);
+    }
+    r.restore(recs);
+  }
+
+  // --- Updating --------------------------------------------------------------------------
+
+  FlowUpdateSummary run_flow(detail::flow_runner& r, std::uint64_t update_id,
+                             const UpdateOptions& options) {
+    FlowUpdateSummary sum;
+    sum.flow = r.name();
+    if (r.once() && r.once_done()) {
+      sum.skipped = true;
+      return sum;
+    }
+    std::uint64_t next = 0;
+    source_position from = r.start();
+    if (auto last = log_.last_commit(r.name())) {
+      next = last->first + 1;
+      from = last->second;
+    }
+    const std::size_t limit =
+        r.once() ? 0 : (r.max_rows_per_batch != 0 ? r.max_rows_per_batch : options_.max_rows_per_batch);
+    const source_position latest = r.latest();
+    FlowProgress progress{r.name(), 0, 0, latest.rows_after(from)};
+    for (;;) {
+      detail::planned_batch p;
+      if (auto planned = log_.planned(r.name(), next)) {
+        p = std::move(*planned);  // an uncommitted batch: replay the same positions
+      } else {
+        p.from = from;
+        p.to = clamp(r.plan(from, limit), latest);
+        if (p.to == p.from && !(r.once() && next == 0)) break;
+        log_.write_planned(r.name(), next, p);
+      }
+      fault(fault_point::positions_recorded, r.name(), next);
+      const detail::batch_outcome out = run_batch(r, p, next, update_id);
+      sum.batches += 1;
+      sum.input_rows += out.stats.input_rows;
+      sum.output_rows += out.output_rows;
+      sum.upserted_rows += out.stats.upserted_rows;
+      sum.deleted_rows += out.stats.deleted_rows;
+      sum.dropped_rows += out.stats.dropped_rows;
+      sum.quarantined_rows += out.quarantined_rows;
+      sum.deduplicated_rows += out.deduplicated_rows;
+      progress.batches += 1;
+      progress.rows += out.stats.input_rows;
+      if (options.on_progress) options.on_progress(progress);
+      from = p.to;
+      ++next;
+      if (r.once()) break;
+    }
+    return sum;
+  }
+
+  detail::batch_outcome run_batch(detail::flow_runner& r, const detail::planned_batch& p,
+                                  std::uint64_t n, std::uint64_t update_id) {
+    const auto started = std::chrono::steady_clock::now();
+    const bool snapshot = n % options_.snapshot_interval == 0;
+    const auto scope = snapshot ? checkpoint_scope::snapshot : checkpoint_scope::delta;
+    detail::batch_outcome out;
+    bool commit_written = false;
+    try {
+      store_->begin_batch();
+      r.begin();
+      out = r.run(p, n, options_.fault_hook);
+      std::string bytes;
+      for (std::size_t c = 0; c < r.components(); ++c) {
+        bytes.clear();
+        r.write_state(c, scope, bytes);
+        log_.write_state(r.name(), n, c, scope, bytes);
+        if (c == 0) fault(fault_point::state_saving, r.name(), n);
+      }
+      fault(fault_point::before_commit, r.name(), n);
+      commit_written = true;
+      log_.write_commit(r.name(), n, p.to);
+      store_->commit_batch();
+    } catch (...) {
+      const std::exception_ptr e = std::current_exception();
+      if (commit_written && committed(r, n)) {
+        // The commit record is in place (the failure came after it): the
+        // batch counts, so its changes stay; the failure is still reported.
+        r.commit();
+      } else {
+        fail_batch(r);
+      }
+      emit_flow(r, n, update_id, p, out, started, e);
+      throw;
+    }
+    r.commit();
+    emit_flow(r, n, update_id, p, out, started, nullptr);
+    if (snapshot) log_.purge_before(r.name(), n, options_.retain_batches);
+    fault(fault_point::after_commit, r.name(), n);
+    return out;
+  }
+
+  bool committed(detail::flow_runner& r, std::uint64_t n) noexcept {
+    try {
+      auto last = log_.last_commit(r.name());
+      return last && last->first == n;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  // Undoes a failed batch: table changes through the journals, in-memory
+  // state from the last commit. If the state cannot be read back (the
+  // checkpoint became unreadable), the pipeline is closed: the next update
+  // opens it again, and reports the cause.
+  void fail_batch(detail::flow_runner& r) noexcept {
+    r.rollback();
+    store_->abort_batch();
+    try {
+      restore(r);
+    } catch (...) {
+      opened_ = false;
+    }
+  }
+
+  static source_position clamp(source_position to, const source_position& latest) {
+    for (const auto& [part, off] : to.partitions()) {
+      const auto cap = latest.offset(part);
+      if (off > cap) to.set(part, cap);
+    }
+    return to;
+  }
+
+  void fault(fault_point p, std::string_view flow, std::uint64_t n) const {
+    if (options_.fault_hook) options_.fault_hook(p, flow, n);
+  }
+
+  // --- Events ------------------------------------------------------------------------------
+
+  void emit_update(update_state state, const UpdateSummary* s, std::exception_ptr e) {
+    if (events_ == nullptr) return;
+    update_progress_event ev;
+    ev.timestamp = now_;
+    ev.pipeline = name_;
+    ev.update_id = update_id_;
+    ev.state = state;
+    if (s != nullptr) {
+      ev.flows = s->flows.size();
+      ev.batches = s->batches();
+      ev.rows = s->input_rows();
+    }
+    if (e != nullptr) set_error(ev, e);
+    events_->update_progress(ev);
+  }
+
+  void emit_flow(detail::flow_runner& r, std::uint64_t n, std::uint64_t update_id,
+                 const detail::planned_batch& p, const detail::batch_outcome& out,
+                 std::chrono::steady_clock::time_point started, std::exception_ptr e) {
+    if (events_ == nullptr) return;
+    flow_progress_event ev;
+    ev.timestamp = now_;
+    ev.pipeline = name_;
+    ev.update_id = update_id;
+    ev.flow = r.name();
+    ev.target = r.target_name();
+    ev.batch_id = n;
+    ev.status = e != nullptr ? flow_status::failed
+                             : (out.skipped ? flow_status::skipped : flow_status::completed);
+    ev.start_position = p.from.to_string();
+    ev.end_position = p.to.to_string();
+    ev.duration_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    ev.num_input_rows = out.stats.input_rows;
+    ev.num_output_rows = out.output_rows;
+    ev.num_upserted_rows = out.stats.upserted_rows;
+    ev.num_deleted_rows = out.stats.deleted_rows;
+    ev.num_dropped_rows = out.stats.dropped_rows;
+    ev.num_quarantined_rows = out.quarantined_rows;
+    ev.num_deduplicated_rows = out.deduplicated_rows;
+    ev.num_late_rows = out.late_rows;
+    ev.expectations = out.stats.expectations;
+    if (e != nullptr) set_error(ev, e);
+    events_->flow_progress(ev);
+  }
+
+  template <class Ev>
+  static void set_error(Ev& ev, std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const error& fe) {
+      ev.error_code = std::string(to_string(fe.code()));
+      ev.error_message = fe.what();
+    } catch (const std::exception& x) {
+      ev.error_code = "EXCEPTION";
+      ev.error_message = x.what();
+    } catch (...) {
+      ev.error_code = "EXCEPTION";
+      ev.error_message = "an exception that is not a std::exception";
+    }
+  }
+
+  std::string name_;
+  checkpoint_store* store_;
+  detail::checkpoint_log log_;
+  PipelineOptions options_;
+  Catalog catalog_;
+  std::vector<std::pair<const void*, std::string>> tables_;
+  std::vector<std::unique_ptr<detail::flow_runner>> runners_;
+  std::vector<detail::flow_runner*> order_;
+  std::vector<std::shared_ptr<void>> owned_;
+  EventLog* events_ = nullptr;
+  std::chrono::system_clock::time_point now_{};
+  std::uint64_t update_id_ = 0;
+  bool opened_ = false;
+};
+
+}  // namespace flowlib

@@ -1,0 +1,52 @@
+// flowlib/sink/foreach_batch.hpp
+//
+// ForeachBatch<Row>: a sink that hands each micro-batch to user code, with a
+// batch id that is stable across retries (R-EXACT-4).
+//
+//   flowlib::ForeachBatch<Event> sink{[&](std::uint64_t batch_id, std::span<const Event> rows) {
+//     external.write_idempotently(batch_id, rows);   // e.g. keyed by batch_id
+//   }};
+//   pipeline.flow("export").from(feed).into(std::move(sink));
+//
+// Contract: batch N of a flow always holds the same rows, in the same order,
+// however often it is delivered: the runtime records a batch's source
+// positions before it runs, and a batch whose commit did not happen (the
+// callback threw, the process stopped) is delivered again with the same id
+// and rows. A batch the callback returned from may still be delivered again
+// if the process stops before the commit: the callback must make its writes
+// idempotent by batch id (that is what the id is for). The rows are those
+// that passed the flow's operators and expectations.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace flowlib {
+
+/// @brief A sink calling user code with (batch id, rows). See the header.
+template <class Row>
+class ForeachBatch {
+ public:
+  using row_type = Row;
+  using callback = std::function<void(std::uint64_t batch_id, std::span<const Row> rows)>;
+  static constexpr std::string_view kind = "FOREACH BATCH";
+
+  explicit ForeachBatch(callback fn, std::string name = "foreach_batch")
+      : fn_(std::move(fn)), name_(std::move(name)) {}
+
+  const std::string& name() const noexcept { return name_; }
+
+  /// Delivers one batch. Exceptions from the callback propagate: the batch
+  /// is then not committed and is delivered again, with the same id.
+  void deliver(std::uint64_t batch_id, std::span<const Row> rows) { fn_(batch_id, rows); }
+
+ private:
+  callback fn_;
+  std::string name_;
+};
+
+}  // namespace flowlib
