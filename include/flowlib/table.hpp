@@ -39,13 +39,19 @@
 // nothing on the write path.
 //
 // full_refresh() is the table's part of a full refresh: it empties the
-// table, or throws and keeps the data when the property reset_allowed is
-// false. flowlib::Catalog (catalog.hpp) checks table names and flow kinds
+// table (and its append log), or throws and keeps the data when the
+// property reset_allowed is false.
+//
+// append_log() is the table's append log (detail/row_log.hpp): the rows
+// appended to it, at offsets that never restart, for a pipeline that reads
+// the table as a stream. It stays empty, and costs nothing, unless
+// something appends to it; flows never do. flowlib::Catalog (catalog.hpp) checks table names and flow kinds
 // at declaration time for pipelines assembled at run time.
 #pragma once
 
 #include <flowlib/detail/fixed_string.hpp>
 #include <flowlib/detail/format.hpp>
+#include <flowlib/detail/row_log.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/schema.hpp>
@@ -349,10 +355,10 @@ class table_base {
   using store_type = typename Storage::template store<Row>;
 
   table_base() = default;
-  explicit table_base(std::string name) : name_(std::move(name)) {}
+  explicit table_base(std::string name) : name_(std::move(name)), append_log_(name_) {}
   template <class Layout>
   table_base(std::string name, TableOptions<Row, Layout> options)
-      : name_(std::move(name)), settings_(std::move(options.s_)) {}
+      : name_(std::move(name)), settings_(std::move(options.s_)), append_log_(name_) {}
   table_base(const table_base&) = delete;  // flows hold state about this table
   table_base& operator=(const table_base&) = delete;
 
@@ -416,6 +422,13 @@ class table_base {
   store_type& store() noexcept { return store_; }
   const store_type& store() const noexcept { return store_; }
 
+  /// The table's append log: the rows appended to the table, at offsets
+  /// that never restart, for readers of the table as a stream (a pipeline
+  /// fills it from the rows each batch inserted). Empty until something
+  /// appends; flows do not touch it. full_refresh() clears it.
+  row_log<Row>& append_log() noexcept { return append_log_; }
+  const row_log<Row>& append_log() const noexcept { return append_log_; }
+
   /// The table's expectations (empty when none), for the flows that apply
   /// them. Each set is one indirect call per batch.
   const std::vector<std::shared_ptr<const table_expectations<Row>>>& table_expectation_sets()
@@ -443,7 +456,8 @@ class table_base {
   /// The flows that write this table.
   const std::vector<writer_claim>& writers() const noexcept { return writers_; }
 
-  /// The table's part of a full refresh (R-EXACT-5): removes every row and
+  /// The table's part of a full refresh (R-EXACT-5): removes every row,
+  /// clears the append log (its offsets go on from where they were) and
   /// starts a new generation(). Throws flowlib::error
   /// (errc::invalid_argument), changing nothing, when the property
   /// reset_allowed is false (R-WHERE-6). Every flow that writes the table
@@ -457,6 +471,7 @@ class table_base {
                   "data was left as it was");
     }
     store_.clear();
+    append_log_.clear();
     ++generation_;
   }
 
@@ -478,6 +493,7 @@ class table_base {
   std::string name_;
   table_settings<Row> settings_;
   store_type store_;
+  row_log<Row> append_log_;
   std::vector<writer_claim> writers_;
   std::uint64_t generation_ = 0;
   bool exclusive_ = false;

@@ -5,7 +5,8 @@
 // durable.
 //
 // It meets the row-store contract (storage/row_store.hpp) and has every
-// optional hook listed there.
+// optional hook and capability listed there, the change journal included
+// (journaled_row_store: a micro-batch's changes can be undone exactly).
 #pragma once
 
 #include <flowlib/detail/prefetch.hpp>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cassert>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include <new>
 #include <optional>
 #include <ranges>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -48,9 +51,23 @@ namespace detail {
 ///   - A live slot holds a constructed Row; a dead slot holds no object, only
 ///     the id of the next dead slot (an intrusive free list, so erasing needs
 ///     no side array that would have to grow with the table).
-///   - A byte per slot (after each segment's slots) says whether it is live.
+///   - A byte per slot (after each segment's slots) says whether it is live
+///     (bit 0); while a journal is open, two more bits mark the slots whose
+///     state before the journal was saved, and the rows the journal inserted.
 ///   - Rows are constructed in their slot (insert() moves once; the optional
 ///     emplace hooks build a row from its source without a temporary).
+///
+/// The change journal (begin_journal() .. commit_journal() or
+/// rollback_journal()) saves, on the first change of each slot that existed
+/// before the journal, what the slot held: a live row's value (moved aside
+/// by erase() and assign(), copied by the first mutable get()) or a dead
+/// slot's free-list link. Rollback puts those back and restores the four
+/// counters; the free list's links live in the dead slots, so the list, and
+/// with it the ids later inserts receive, is exactly as before. Slots past
+/// the old id_bound() are just emptied. Each slot is saved at most once, so
+/// the journal's memory is bounded by the rows a batch touches, and its
+/// buffers are kept for the next batch. Without a journal, each operation
+/// pays one test of a flag.
 template <class Row>
 class memory_row_store {
   static_assert(std::is_nothrow_move_constructible_v<Row> && std::is_nothrow_move_assignable_v<Row>,
@@ -114,7 +131,11 @@ class memory_row_store {
     }
     // emplace_each() records the dead slots it fills, to undo them.
     const std::size_t reuse = extra < free_count_ ? extra : free_count_;
-    if (undo_.capacity() < reuse) undo_.reserve(std::max(reuse, 2 * undo_.capacity()));
+    grow(undo_, reuse);
+    if (journal_) {  // the journal's records of those inserts
+      grow(j_inserted_, j_inserted_.size() + extra);
+      grow(j_saved_, j_saved_.size() + reuse);
+    }
     while (capacity_ < need) add_segment();
   }
 
@@ -152,10 +173,11 @@ class memory_row_store {
 
   /// Inserts a row (a moved-in row; capacity reserved by reserve()).
   row_id insert(Row&& r) noexcept {
+    if (journal_) return insert_journaled(std::move(r));
     const row_id id = take_slot();
     const place p = locate(id);
     ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
-    segs_[p.seg].live[p.off] = 1;
+    segs_[p.seg].live[p.off] = live_bit;
     ++live_;
     return id;
   }
@@ -169,6 +191,9 @@ class memory_row_store {
     const row_id id = reuse ? free_head_ : static_cast<row_id>(bound_);
     const row_id next = reuse ? link(id) : no_slot;
     const place p = locate(id);
+    // The journal's records first (they may allocate): if they throw,
+    // nothing has changed.
+    if (journal_) prepare_journaled_insert(id);
     try {
       ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::forward<Make>(make)());
     } catch (...) {
@@ -181,7 +206,11 @@ class memory_row_store {
     } else {
       ++bound_;
     }
-    segs_[p.seg].live[p.off] = 1;
+    if (journal_) {
+      note_journaled_insert(id, segs_[p.seg].live[p.off]);
+    } else {
+      segs_[p.seg].live[p.off] = live_bit;
+    }
     ++live_;
     return id;
   }
@@ -228,7 +257,14 @@ class memory_row_store {
       undo_.clear();
       throw;
     }
-    mark_live(bound_before, b);
+    if (journal_) {
+      // Fresh slots: nothing to save (rollback empties the slots past the
+      // old id_bound()); the inserted ids, in order (capacity reserved).
+      mark_live(bound_before, b, live_bit | inserted_bit);
+      for (std::size_t i = bound_before; i < b; ++i) j_inserted_.push_back(static_cast<row_id>(i));
+    } else {
+      mark_live(bound_before, b, live_bit);
+    }
     const std::size_t added = b - bound_before;
     bound_ = b;
     live_ += added;
@@ -237,18 +273,26 @@ class memory_row_store {
     return n;
   }
 
-  void assign(row_id id, Row&& r) noexcept { row(id) = std::move(r); }
+  void assign(row_id id, Row&& r) noexcept {
+    if (journal_) save_live(id);
+    row(id) = std::move(r);
+  }
   void erase(row_id id) noexcept {
+    unsigned char keep = 0;  // flag bits that outlive the row
+    if (journal_) keep = erase_journaled(id);
     row(id).~Row();
     set_link(id, free_head_);
     free_head_ = id;
     ++free_count_;
     const place p = locate(id);
-    segs_[p.seg].live[p.off] = 0;
+    segs_[p.seg].live[p.off] = keep;
     --live_;
   }
-  /// Removes every row; the segments are kept.
+  /// Removes every row; the segments are kept. Not while a journal is open
+  /// (a full refresh happens between batches): a precondition, asserted in
+  /// debug builds.
   void clear() noexcept {
+    assert(!journal_ && "flowlib::MemoryStorage: clear() while a journal is open");
     destroy_live();
     for (unsigned s = 0; s < nsegs_; ++s) std::memset(segs_[s].live, 0, segment_size(s));
     bound_ = 0;
@@ -258,7 +302,94 @@ class memory_row_store {
   }
 
   const Row& get(row_id id) const noexcept { return row(id); }
-  Row& get(row_id id) noexcept { return row(id); }
+  /// The row, to change in place. While a journal is open, the first such
+  /// access to a row that existed before the journal copies it (its
+  /// pre-image): read through a const store to avoid the copy.
+  Row& get(row_id id) noexcept {
+    if (journal_) save_live(id);
+    return row(id);
+  }
+
+  // --- The change journal (capability journaled_row_store) ------------------
+
+  /// From now on every change is recorded, until commit_journal() or
+  /// rollback_journal(). Requires Row to be copy-constructible. No journal
+  /// may be open already. Inserts' records fit in what reserve() reserves;
+  /// a row's first erase(), assign() or mutable get() may grow the journal's
+  /// buffers, which are kept from batch to batch. Those changes are noexcept:
+  /// should that growth (or a row's copy) throw, the program terminates.
+  void begin_journal() noexcept {
+    static_assert(std::is_copy_constructible_v<Row>,
+                  "flowlib::MemoryStorage: begin_journal() needs a copy-constructible row: "
+                  "the journal keeps a copy of a row before its first in-place change "
+                  "(through get()); give Row a copy constructor.");
+    assert(!journal_ && "flowlib::MemoryStorage: begin_journal() while a journal is open");
+    journal_ = true;
+    j_bound_ = bound_;
+    j_live_ = live_;
+    j_free_head_ = free_head_;
+    j_free_count_ = free_count_;
+    j_stale_ = 0;
+  }
+
+  /// Undoes every change since begin_journal() exactly: the same live rows
+  /// under the same ids with the same values, size(), id_bound() and free
+  /// list, so later inserts receive the ids they would have received had
+  /// the changes never happened. Ends the journal. (capacity() may stay
+  /// larger.) Does nothing without an open journal.
+  void rollback_journal() noexcept {
+    if (!journal_) return;
+    // Slots past the old bound: emptied (their bytes never held flags before).
+    for (std::size_t i = j_bound_; i < bound_; ++i) {
+      const place p = locate(i);
+      unsigned char& b = segs_[p.seg].live[p.off];
+      if (b & live_bit) row(static_cast<row_id>(i)).~Row();
+      b = 0;
+    }
+    // Slots below it: what they held, each saved once.
+    std::size_t k = 0;
+    for (const saved_slot& s : j_saved_) {
+      const place p = locate(s.id);
+      unsigned char& b = segs_[p.seg].live[p.off];
+      if (b & live_bit) row(s.id).~Row();
+      if (s.live) {
+        ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(j_rows_[k++]));
+        b = live_bit;
+      } else {
+        set_link(s.id, s.link);
+        b = 0;
+      }
+    }
+    bound_ = j_bound_;
+    live_ = j_live_;
+    free_head_ = j_free_head_;
+    free_count_ = j_free_count_;
+    end_journal();
+  }
+
+  /// Keeps every change since begin_journal() and ends the journal; the
+  /// saved pre-images are released (the buffers keep their capacity, so a
+  /// steady stream of similar batches allocates nothing). Does nothing
+  /// without an open journal.
+  void commit_journal() noexcept {
+    if (!journal_) return;
+    for (const saved_slot& s : j_saved_) flags(s.id) &= live_bit;
+    for (const row_id id : j_inserted_) flags(id) &= static_cast<unsigned char>(~inserted_bit);
+    end_journal();
+  }
+
+  /// Whether a journal is open.
+  bool journaling() const noexcept { return journal_; }
+
+  /// The ids of the rows inserted since begin_journal() that are still live,
+  /// in insertion order (a row erased and its id reused counts once, at its
+  /// last insertion). Valid until the next change; empty without a journal.
+  /// Costs nothing unless rows the journal inserted were erased since the
+  /// last call (then one pass over the inserted ids drops them).
+  std::span<const row_id> journal_inserted() const noexcept {
+    if (j_stale_ != 0) drop_stale_inserted();
+    return {j_inserted_.data(), j_inserted_.size()};
+  }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
     // The last byte's line too, when the row straddles two.
@@ -326,7 +457,99 @@ class memory_row_store {
   }
   bool is_live(std::size_t id) const noexcept {
     const place p = locate(id);
-    return segs_[p.seg].live[p.off] != 0;
+    return (segs_[p.seg].live[p.off] & live_bit) != 0;
+  }
+  unsigned char& flags(std::size_t id) const noexcept {
+    const place p = locate(id);
+    return segs_[p.seg].live[p.off];
+  }
+  // Grows v's capacity to at least n, geometrically (repeated small
+  // reserves stay linear in total).
+  template <class V>
+  static void grow(V& v, std::size_t n) {
+    if (v.capacity() < n) v.reserve(std::max(n, 2 * v.capacity()));
+  }
+
+  // --- The journal's slow paths (taken only while a journal is open) --------
+
+  // Saves live row `id` before its first change in the journal: moved
+  // aside by erase/assign (`move`), copied by get(). Rows past the old
+  // bound, and slots already saved, need nothing.
+  [[gnu::noinline]] void save_live(row_id id, bool move = false) noexcept {
+    if (id >= j_bound_) return;
+    unsigned char& b = flags(id);
+    if (b & saved_bit) return;
+    // A failure to grow the journal cannot be reported from a noexcept
+    // change: it ends the program (see begin_journal()).
+    j_saved_.push_back({id, no_slot, true});
+    if (move) {
+      j_rows_.push_back(std::move(row(id)));
+    } else if constexpr (std::is_copy_constructible_v<Row>) {
+      j_rows_.push_back(row(id));  // (begin_journal() requires the copy)
+    }
+    b |= saved_bit;
+  }
+  // erase() while journaling: saves the row's value (moved out) if needed;
+  // returns the flag bits the dead slot keeps.
+  [[gnu::noinline]] unsigned char erase_journaled(row_id id) noexcept {
+    save_live(id, true);
+    const unsigned char b = flags(id);
+    if (b & inserted_bit) ++j_stale_;  // its entry in j_inserted_ is void now
+    return static_cast<unsigned char>(b & saved_bit);
+  }
+  // Before an insert into slot `id` while journaling: a dead slot from
+  // before the journal gets its free-list link saved; room for the id in
+  // the inserted list. May throw (allocation) before anything changes.
+  void prepare_journaled_insert(row_id id) {
+    grow(j_inserted_, j_inserted_.size() + 1);
+    if (id < j_bound_ && !(flags(id) & saved_bit)) {
+      grow(j_saved_, j_saved_.size() + 1);
+      j_saved_.push_back({id, link(id), false});
+      flags(id) |= saved_bit;
+    }
+  }
+  // After the insert into `id`: its flags and its place in the inserted list.
+  void note_journaled_insert(row_id id, unsigned char& b) noexcept {
+    b = static_cast<unsigned char>((b & saved_bit) | live_bit | inserted_bit);
+    j_inserted_.push_back(id);
+  }
+  [[gnu::noinline]] row_id insert_journaled(Row&& r) noexcept {
+    // Capacity reserved by reserve(): the records do not allocate.
+    const bool reuse = free_head_ != no_slot;
+    const row_id id = reuse ? free_head_ : static_cast<row_id>(bound_);
+    prepare_journaled_insert(id);
+    take_slot();
+    const place p = locate(id);
+    ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
+    note_journaled_insert(id, segs_[p.seg].live[p.off]);
+    ++live_;
+    return id;
+  }
+  // Drops from j_inserted_ the ids erased since (keeping each live id's last
+  // insertion): walking backwards, an entry whose slot still has its
+  // inserted bit is kept and the bit cleared, so earlier entries of the
+  // same id are dropped; the kept ones get the bit back.
+  void drop_stale_inserted() const noexcept {
+    const std::size_t n = j_inserted_.size();
+    std::size_t w = n;
+    for (std::size_t i = n; i-- > 0;) {
+      const row_id id = j_inserted_[i];
+      unsigned char& b = flags(id);
+      if (b & inserted_bit) {
+        b &= static_cast<unsigned char>(~inserted_bit);
+        j_inserted_[--w] = id;
+      }
+    }
+    j_inserted_.erase(j_inserted_.begin(), j_inserted_.begin() + static_cast<std::ptrdiff_t>(w));
+    for (const row_id id : j_inserted_) flags(id) |= inserted_bit;
+    j_stale_ = 0;
+  }
+  void end_journal() noexcept {
+    j_saved_.clear();
+    j_rows_.clear();
+    j_inserted_.clear();
+    j_stale_ = 0;
+    journal_ = false;
   }
   row_id link(row_id id) const noexcept {
     row_id next;
@@ -344,12 +567,13 @@ class memory_row_store {
     }
     return static_cast<row_id>(bound_++);
   }
-  // Marks ids [from, to) live (consecutive, possibly over several segments).
-  void mark_live(std::size_t from, std::size_t to) noexcept {
+  // Marks ids [from, to) live (consecutive, possibly over several segments),
+  // with flag byte `value`.
+  void mark_live(std::size_t from, std::size_t to, unsigned char value) noexcept {
     while (from < to) {
       const place p = locate(from);
       const std::size_t n = std::min(to - from, segment_size(p.seg) - p.off);
-      std::memset(segs_[p.seg].live + p.off, 1, n);
+      std::memset(segs_[p.seg].live + p.off, value, n);
       from += n;
     }
   }
@@ -396,6 +620,15 @@ class memory_row_store {
     free_head_ = std::exchange(o.free_head_, no_slot);
     free_count_ = std::exchange(o.free_count_, 0);
     undo_ = std::move(o.undo_);
+    journal_ = std::exchange(o.journal_, false);
+    j_bound_ = o.j_bound_;
+    j_live_ = o.j_live_;
+    j_free_head_ = o.j_free_head_;
+    j_free_count_ = o.j_free_count_;
+    j_stale_ = std::exchange(o.j_stale_, 0);
+    j_saved_ = std::move(o.j_saved_);
+    j_rows_ = std::move(o.j_rows_);
+    j_inserted_ = std::move(o.j_inserted_);
   }
 
   std::array<segment, max_segments> segs_{};
@@ -406,6 +639,23 @@ class memory_row_store {
   row_id free_head_ = no_slot;      // first dead slot below bound_
   std::size_t free_count_ = 0;
   std::vector<row_id> undo_;        // emplace_each(): the dead slots it filled
+
+  // The journal. A slot's flag byte: bit 0 live; bit 1 its pre-journal
+  // state is saved in j_saved_; bit 2 a row the journal inserted (it is
+  // in j_inserted_). Bits 1 and 2 are clear whenever no journal is open.
+  static constexpr unsigned char live_bit = 1, saved_bit = 2, inserted_bit = 4;
+  struct saved_slot {
+    row_id id;
+    row_id link;  // a dead slot's free-list link
+    bool live;    // a live row: its value is the next one in j_rows_
+  };
+  bool journal_ = false;
+  std::size_t j_bound_ = 0, j_live_ = 0, j_free_count_ = 0;  // the counters at begin
+  row_id j_free_head_ = no_slot;
+  mutable std::size_t j_stale_ = 0;          // erased ids still listed in j_inserted_
+  std::vector<saved_slot> j_saved_;          // slots below j_bound_, first change order
+  std::vector<Row> j_rows_;                  // the saved live rows' values, same order
+  mutable std::vector<row_id> j_inserted_;   // inserted ids, in order (with stale ones)
 };
 
 }  // namespace detail

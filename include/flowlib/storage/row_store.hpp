@@ -28,6 +28,21 @@
 //     moves a row's values aside and back to undo a batch); REPLACE USING
 //     and append flows only insert, assign and erase. Both stores in the
 //     repository have it.
+//   - a change journal (`journaled_row_store`): begin_journal() starts
+//     recording every change (insert, assign, erase, the emplace hooks, and
+//     the first mutable get(id) of a row, which may change it in place);
+//     rollback_journal() undoes them all exactly (the same rows under the
+//     same ids, the same size() and id_bound(), and the same ids for the
+//     inserts that follow: flows keep side arrays indexed by id, and a
+//     replayed batch must behave as the first attempt did);
+//     commit_journal() keeps them; both end the journal and cannot fail.
+//     journaling() says whether one is open; journal_inserted() gives the
+//     ids the journal inserted that are still live, in insertion order.
+//     clear() is not called while a journal is open. The pipeline runtime
+//     requires it of the tables it writes: a micro-batch's table changes are
+//     undone when a later step of the batch (a checkpoint write) fails, and
+//     the inserted rows feed the table's append log. The memory store has
+//     it; flows never call it.
 //
 // Optional hooks, detected at compile time; a flow calls them through the
 // helpers below, which fall back to the required operations:
@@ -50,6 +65,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ranges>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -84,6 +100,21 @@ template <class S>
 concept mutable_row_store =
     row_store<S> && requires(S& s, row_id id) {
       { s.get(id) } -> std::same_as<typename S::row_type&>;
+    };
+
+/// @brief A row store with a change journal (see the header comment):
+/// begin_journal(), rollback_journal() and commit_journal() (both noexcept),
+/// journaling(), and journal_inserted(), the ids inserted under the journal
+/// that are still live, in insertion order. The pipeline runtime requires it
+/// of the tables it writes, to undo a micro-batch exactly; flows do not.
+template <class S>
+concept journaled_row_store =
+    row_store<S> && requires(S& s, const S& cs) {
+      s.begin_journal();
+      { s.rollback_journal() } noexcept;
+      { s.commit_journal() } noexcept;
+      { cs.journaling() } -> std::convertible_to<bool>;
+      { cs.journal_inserted() } -> std::convertible_to<std::span<const row_id>>;
     };
 
 /// @brief A storage policy: `Policy::store<Row>` is its row store.
