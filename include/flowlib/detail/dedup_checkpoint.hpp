@@ -79,13 +79,15 @@ std::string write_dedup_state(const dedup_state<K, Rep>& s, bool time_point, std
 /// Parses a checkpoint written by write_dedup_state() for the operator
 /// `name` with identity `key`, whose event time is a time point or not
 /// (`time_point`) and which has `inputs` inputs. Throws flowlib::error
-/// (errc::invalid_argument) on malformed data.
+/// (`code`: errc::invalid_argument for restore_state(), checkpoint_corrupt
+/// for read_checkpoint()) on malformed data.
 template <class K, class Rep>
 dedup_checkpoint<K, Rep> read_dedup_state(std::string_view data, std::string_view name,
-                                          const K& key, bool time_point, std::size_t inputs) {
+                                          const K& key, bool time_point, std::size_t inputs,
+                                          errc code = errc::invalid_argument) {
   using key_type = typename K::value_type;
   using state = dedup_state<K, Rep>;
-  byte_reader r{data, 0, name, "; the operator's state is unchanged (R-DEDUP-6)"};
+  byte_reader r{data, 0, name, "; the operator's state is unchanged (R-DEDUP-6)", code};
   r.need(sizeof dedup_magic);
   if (data.substr(0, sizeof dedup_magic) != std::string_view(dedup_magic, sizeof dedup_magic)) {
     r.fail("the data does not start with \"FLDW\" (not a DedupWithinWatermark state)");
@@ -129,6 +131,89 @@ dedup_checkpoint<K, Rep> read_dedup_state(std::string_view data, std::string_vie
   if (r.pos != data.size()) r.fail("unexpected bytes after the last identity");
   c.state = std::move(fresh);
   return c;
+}
+
+// --- Deltas (read_checkpoint / write_checkpoint) ---------------------------------
+//
+// A delta of one batch: the watermarks after the batch and the identities
+// the batch stored, each with its expiry:
+//   u8 has_global [rep global]  u32 inputs  inputs x (u8 has [rep watermark])
+//   u64 count  count x (rep expires_at, key)
+// Replaying it on the state before the batch gives the state after it:
+// evict every identity with expires_at <= the new global watermark
+// (R-DEDUP-4), then store the batch's identities that expire after it. (An
+// identity the batch stored was absent from the state when its row came
+// (R-DEDUP-3), so none is stored twice; one that the batch's own watermark
+// expired is evicted at the end of the batch, and is skipped here.)
+
+/// Writes the delta of the last batch: its watermarks and the identities it
+/// stored (s.added, which the operator keeps until the next batch starts).
+/// O(the batch).
+template <class K, class Rep>
+void write_dedup_delta(byte_writer& w, const dedup_state<K, Rep>& s, bool with_added,
+                       const std::optional<Rep>& global,
+                       const std::vector<std::optional<Rep>>& inputs) {
+  using key_type = typename K::value_type;
+  const auto opt = [&](const std::optional<Rep>& v) {
+    w.integer<std::uint8_t>(v ? 1 : 0);
+    if (v) w.integer<Rep>(*v);
+  };
+  opt(global);
+  w.integer<std::uint32_t>(static_cast<std::uint32_t>(inputs.size()));
+  for (const auto& i : inputs) opt(i);
+  const std::size_t n = with_added ? s.added.size() : 0;
+  w.integer<std::uint64_t>(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& e = s.slab[s.added[i].slot];  // an evicted entry keeps its values until reused
+    w.integer<Rep>(e.expires);
+    key_codec<key_type>::write(w, e.key);
+  }
+}
+
+/// Replays a delta written by write_dedup_delta() on `c` (see above).
+/// Throws through `r` (the delta is corrupt) with `c` possibly changed: the
+/// caller replays on a fresh state it discards on an error.
+template <class K, class Rep>
+void replay_dedup_delta(byte_reader& r, dedup_checkpoint<K, Rep>& c) {
+  using key_type = typename K::value_type;
+  using state = dedup_state<K, Rep>;
+  const auto opt = [&]() -> std::optional<Rep> {
+    const auto has = r.integer<std::uint8_t>();
+    if (has > 1) r.fail("a watermark flag is neither 0 nor 1");
+    if (has == 0) return std::nullopt;
+    return r.integer<Rep>();
+  };
+  const std::optional<Rep> global = opt();
+  if (c.global && (!global || *global < *c.global)) r.fail("the watermark decreases");
+  if (r.integer<std::uint32_t>() != c.inputs.size()) {
+    r.fail("the number of inputs differs from this operator's (" +
+           std::to_string(c.inputs.size()) + ")");
+  }
+  for (auto& i : c.inputs) i = opt();
+  state& s = *c.state;
+  if (global) {
+    s.reserve_eviction(*global, 0);
+    s.evict(*global);
+  }
+  c.global = global;
+  const auto count = r.integer<std::uint64_t>();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const Rep expires = r.integer<Rep>();
+    key_type k = key_codec<key_type>::read(r);
+    if (global && expires <= *global) continue;  // stored and evicted by the same batch
+    if (s.slab.size() >= 0xfffffffeu) r.fail("too many identities");
+    std::uint32_t slot;
+    if (!s.free.empty()) {
+      slot = s.free.back();
+      s.slab[slot] = typename state::entry{std::move(k), expires};
+    } else {
+      slot = static_cast<std::uint32_t>(s.slab.size());
+      s.slab.push_back(typename state::entry{std::move(k), expires});
+    }
+    if (!s.index.insert(slot).second) r.fail("an identity is stored twice");
+    if (!s.free.empty() && s.free.back() == slot) s.free.pop_back();
+    s.bucket_for(expires).push_back(slot);
+  }
 }
 
 }  // namespace flowlib::detail

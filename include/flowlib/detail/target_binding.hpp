@@ -135,6 +135,22 @@ class target_binding {
     generation_ = t.generation();
   }
 
+  /// Binds the flow to `t` after its state was restored from a checkpoint
+  /// (read_checkpoint): claims `t` as claim() does, records its current
+  /// generation, and sets the ONCE marker to `done`. Throws
+  /// errc::invalid_target, changing nothing, when bound to another table
+  /// (`reason` completes the message), and what t.claim() throws.
+  template <bindable_table Table>
+  void restore(Table& t, std::string_view kind, std::string_view flow, bool exclusive, bool done,
+               std::string_view reason) {
+    if (table_ != nullptr && table_ != static_cast<const void*>(&t)) {
+      throw error(errc::invalid_target, std::string(flow), "", "",
+                  "this flow already writes table '" + table_name_ + "'; " + std::string(reason));
+    }
+    claim(t, kind, flow, exclusive);
+    done_ = done;
+  }
+
   /// The identity the flow claims tables with (allocated at the first call).
   const void* identity() {
     if (!token_) token_ = std::make_unique<token>();

@@ -53,11 +53,16 @@
 // Performance: no allocation per row beyond the rows themselves; the
 // staging buffer is kept between batches (it holds as many rows, moved-from,
 // as the largest batch); one indirect call per batch and expectation set.
+//
+// Checkpoints (write_checkpoint / read_checkpoint, for the pipeline runtime):
+// an append flow keeps no state about rows; what it persists is its ONCE
+// marker (and, in a delta, whether a full refresh of its table reset it).
 #pragma once
 
 #include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/by_name.hpp>
+#include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
@@ -203,9 +208,7 @@ class Append {
     AppendStats stats;
     // A full refresh of the table since the last apply clears the ONCE
     // marker: the backfill runs again (R-TABLE-2, R-EXACT-5).
-    binding_.begin_apply(target, name_,
-                         "a flow writes exactly one table (declare one flow per source and "
-                         "table)");
+    if (binding_.begin_apply(target, name_, one_table_reason)) reset_pending_ = true;
     if (once && binding_.done()) {  // ONCE: ran already; nothing is read (R-TABLE-2)
       stats.skipped = true;
       return stats;
@@ -261,7 +264,53 @@ class Append {
   /// Restores the ONCE marker from a checkpoint.
   void restore(bool done) noexcept { binding_.restore_once(done); }
 
+  /// @brief Writes the flow's state for a checkpoint: the whole state
+  /// (`snapshot`) or what changed since the previous call (`delta`). For the
+  /// pipeline runtime; programs that checkpoint by hand may use it too.
+  /// A blob is a 7-byte header, a flags byte (bit 0, in a delta: a full
+  /// refresh of the table reset the flow since the previous call) and the
+  /// ONCE marker. O(1).
+  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+    detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
+    out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
+    out.integer<std::uint8_t>(binding_.done() ? 1 : 0);
+    reset_pending_ = false;
+  }
+
+  /// @brief Replaces the flow's state (its ONCE marker) by the one `blobs`
+  /// hold, and binds the flow to `target` (claiming it, at its current
+  /// generation). For the pipeline runtime; programs that checkpoint by hand
+  /// may use it too. A corrupt blob throws errc::checkpoint_corrupt and
+  /// changes nothing. Empty blobs: a flow that has not run.
+  template <class Table>
+  void read_checkpoint(Table& target, const checkpoint_blobs& blobs) {
+    static_assert(detail::append_target<Table>,
+                  "flowlib::Append::read_checkpoint: the target must be a flowlib::StreamingTable "
+                  "or flowlib::ManagedTable.");
+    bool done = false;
+    if (blobs.snapshot) done = read_blob(*blobs.snapshot, checkpoint_scope::snapshot);
+    for (std::string_view d : blobs.deltas) done = read_blob(d, checkpoint_scope::delta);
+    binding_.restore(target, kind, name_, /*exclusive=*/false, once && done, one_table_reason);
+    reset_pending_ = false;
+  }
+
  private:
+  static constexpr char checkpoint_tag[5] = "FLAP";
+  static constexpr std::uint16_t checkpoint_version = 1;
+  static constexpr std::string_view one_table_reason =
+      "a flow writes exactly one table (declare one flow per source and table)";
+
+  // Decodes one blob; returns its ONCE marker (each blob carries the whole
+  // marker, so the last one read decides).
+  bool read_blob(std::string_view blob, checkpoint_scope scope) const {
+    detail::byte_reader r = detail::checkpoint_reader(blob, name_);
+    detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version, "append", scope);
+    const auto flags = r.integer<std::uint8_t>();
+    if (flags > (scope == checkpoint_scope::delta ? 1 : 0)) r.fail("unknown flags");
+    const bool done = detail::read_flag(r, "the ONCE marker");
+    detail::expect_checkpoint_end(r);
+    return done;
+  }
 
   // Direct path (sized batch, no expectation): reserve once, then write each
   // mapped row straight into the storage. When neither iterating the batch
@@ -333,6 +382,9 @@ class Append {
   detail::target_binding binding_;  // the one table, its generation, the ONCE marker
   std::unique_ptr<detail::append_scratch_base> scratch_;
   const void* scratch_tag_ = nullptr;  // which append_scratch<Row> scratch_ is
+  // A full refresh cleared the ONCE marker since the last write_checkpoint(),
+  // which clears it (a checkpoint write is const to its callers).
+  mutable bool reset_pending_ = false;
 };
 
 /// @brief A ONCE append flow (INSERT ONCE BY NAME): Append<Once, Opts...>.

@@ -37,13 +37,22 @@
 // snapshot to find deleted keys (a snapshot is a full table, so this is of
 // the order of the snapshot's size). Rows are compared column by column
 // (every mapped column needs operator==). State: one entry per current key.
+//
+// Checkpoints (write_checkpoint / read_checkpoint, for the pipeline runtime):
+// the key index is derivable from the target (SCD1: a key's one row; SCD2:
+// its one version with a null __END_AT), so only the last applied version is
+// persisted, with, in a delta, whether the apply reset the flow (a full
+// refresh of its table). read_checkpoint() rebuilds the index from the
+// target's rows, checking that each key has at most one current row.
 #pragma once
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/cdc_batch.hpp>
 #include <flowlib/detail/cdc_columns.hpp>
+#include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/key_index.hpp>
+#include <flowlib/detail/target_key.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/cdc/options.hpp>
@@ -145,9 +154,10 @@ class AutoCdcFromSnapshot {
     }
     // After a full refresh of the table the flow starts afresh: no key, no
     // version (R-EXACT-5).
-    if (binding_.begin_apply(target, name_, "a flow keeps the state of exactly one target")) {
+    if (binding_.begin_apply(target, name_, one_target_reason)) {
       index_.clear();
       last_.reset();
+      reset_pending_ = true;
     }
     if (last_ && !(*last_ < version)) {
       throw error(errc::version_not_increasing, name_, "", "",
@@ -168,7 +178,100 @@ class AutoCdcFromSnapshot {
     return stats;
   }
 
+  /// @brief Writes the flow's state for a checkpoint: the whole state
+  /// (`snapshot`) or what changed since the previous call (`delta`). For the
+  /// pipeline runtime; programs that checkpoint by hand may use it too. A
+  /// blob is a 7-byte header, a flags byte (bit 0, in a delta: a full
+  /// refresh reset the flow since the previous call) and the last applied
+  /// version (see the header comment). O(1).
+  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+    static_assert(detail::checkpointable_v<version_type>,
+                  "flowlib::AutoCdcFromSnapshot::write_checkpoint: the snapshot version type has "
+                  "no byte encoding; use an integer, an enum, std::string, an integer "
+                  "std::chrono duration or time point, or a std::tuple of those as "
+                  "snapshot_version<T>.");
+    detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
+    out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
+    detail::byte_codec<std::optional<version_type>>::write(out, last_);
+    reset_pending_ = false;
+  }
+
+  /// @brief Replaces the flow's state by the one `blobs` hold and binds the
+  /// flow to `target` (claiming it, at its current generation). For the
+  /// pipeline runtime; programs that checkpoint by hand may use it too.
+  /// The blobs give the last applied version (errc::checkpoint_corrupt if
+  /// one is corrupt); the key index is rebuilt from the target's rows
+  /// (errc::checkpoint_mismatch, naming the key, when a key has two current
+  /// rows). On either error nothing changed. The rows are re-inserted so that
+  /// the flow learns their ids (detail/flow_checkpoint.hpp): the table holds
+  /// the same rows. Empty blobs: no version applied yet, and the keys of
+  /// the table as it is.
+  template <class Table>
+  void read_checkpoint(Table& target, const checkpoint_blobs& blobs) {
+    using Target = typename Table::row_type;
+    static_assert(detail::checkpointable_v<version_type>,
+                  "flowlib::AutoCdcFromSnapshot::read_checkpoint: the snapshot version type has "
+                  "no byte encoding; use an integer, an enum, std::string, an integer "
+                  "std::chrono duration or time point, or a std::tuple of those as "
+                  "snapshot_version<T>.");
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
+                  "(R-TABLE-1); write AUTO CDC FROM SNAPSHOT into a flowlib::StreamingTable.");
+    using TK = detail::target_key<K, Target>;
+    static_assert(TK::supported,
+                  "flowlib::AutoCdcFromSnapshot::read_checkpoint rebuilds the key index from the "
+                  "target's rows: the key must be flowlib::Key<&Row::col, ...> over a row type "
+                  "with FLOWLIB_SCHEMA, and the target must have each key column, by name, of "
+                  "the same type.");
+    std::optional<version_type> last;
+    if (blobs.snapshot) last = read_blob(*blobs.snapshot, checkpoint_scope::snapshot);
+    for (std::string_view d : blobs.deltas) last = read_blob(d, checkpoint_scope::delta);
+
+    auto& store = target.store();
+    std::vector<Target> rows = detail::copy_rows(store);
+    index_type index{rows.size(), typename index_type::hasher{},
+                     typename index_type::key_equal{key_}};
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if constexpr (is_scd2) {
+        if (end_col<Target>::get(rows[i]).has_value()) continue;  // a closed version
+      }
+      if (!index.try_emplace(TK::of(rows[i]), entry{static_cast<row_id>(i), 0}).second) {
+        throw error(errc::checkpoint_mismatch, name_, "",
+                    detail::to_text(TK::of(rows[i])),
+                    is_scd2 ? "the target holds two current versions (null __END_AT) of this "
+                              "key: the table is not this flow's; the flow's state is unchanged"
+                            : "the target holds two rows of this key: the table is not this "
+                              "flow's; the flow's state is unchanged");
+      }
+    }
+    store.reserve(rows.size());  // the reload's inserts cannot fail after this
+    binding_.restore(target, kind, name_, /*exclusive=*/true, /*done=*/false, one_target_reason);
+    const std::vector<row_id> ids = detail::reload_rows(store, rows);
+    for (auto& [k, e] : index) e.row = ids[e.row];
+    index_ = std::move(index);
+    last_ = std::move(last);
+    reset_pending_ = false;
+  }
+
  private:
+  static constexpr char checkpoint_tag[5] = "FLCS";
+  static constexpr std::uint16_t checkpoint_version = 1;
+  static constexpr std::string_view one_target_reason =
+      "a flow keeps the state of exactly one target";
+
+  // Decodes one blob; returns its last applied version (each blob carries
+  // the whole of it, so the last one read decides).
+  std::optional<version_type> read_blob(std::string_view blob, checkpoint_scope scope) const {
+    detail::byte_reader r = detail::checkpoint_reader(blob, name_);
+    detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version,
+                                   "AUTO CDC FROM SNAPSHOT", scope);
+    const auto flags = r.integer<std::uint8_t>();
+    if (flags > (scope == checkpoint_scope::delta ? 1 : 0)) r.fail("unknown flags");
+    std::optional<version_type> v = detail::byte_codec<std::optional<version_type>>::read(r);
+    detail::expect_checkpoint_end(r);
+    return v;
+  }
+
   using traits = detail::key_traits<K>;
   using probe = detail::cdc_probe<row_type>;
   using scratch_type = detail::cdc_batch<K>;
@@ -356,6 +459,9 @@ class AutoCdcFromSnapshot {
   const void* tscratch_tag_ = nullptr;
   std::vector<step> steps_;
   std::vector<key_type> new_keys_;
+  // A full refresh reset the state since the last write_checkpoint(), which
+  // clears it (a checkpoint write is const to its callers).
+  mutable bool reset_pending_ = false;
 };
 
 }  // namespace flowlib

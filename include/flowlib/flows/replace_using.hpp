@@ -39,12 +39,21 @@
 //
 // The flow object holds the target's index: apply it to one table for its
 // whole life (R-USING-9 is enforced: the table accepts no other flow).
+//
+// Checkpoints (write_checkpoint / read_checkpoint, for the pipeline runtime):
+// the index is not persisted. Every row of a key carries the key's sequence
+// (R-USING-2), so the index (key -> sequence, row chain) is the table's rows
+// grouped by key: the blobs hold only the format header and, in a delta,
+// whether the apply reset the flow (a full refresh of its table), and
+// read_checkpoint() rebuilds the index from the table's rows, checking that
+// invariant (errc::checkpoint_mismatch names the key that breaks it).
 #pragma once
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/batch_grouping.hpp>
+#include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/detail/type_traits.hpp>
@@ -133,6 +142,78 @@ class ReplaceUsing {
     return stats;
   }
 
+  /// @brief Writes the flow's state for a checkpoint: the whole state
+  /// (`snapshot`) or what changed since the previous call (`delta`). For
+  /// the pipeline runtime; programs that checkpoint by hand may use it too.
+  /// The index is derived from the table (see the header comment): a blob
+  /// is a header of 7 bytes and a flags byte (bit 0: the flow reset its
+  /// state since the previous call, in a delta). O(1).
+  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+    detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
+    out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
+    reset_pending_ = false;
+  }
+
+  /// @brief Replaces the flow's state by the one `blobs` hold and binds the
+  /// flow to `target` (claiming it, at its current generation). For the
+  /// pipeline runtime; programs that checkpoint by hand may use it too.
+  /// The blobs are validated (errc::checkpoint_corrupt), then the index is
+  /// rebuilt from the target's rows, which must carry one sequence per key
+  /// (R-USING-2; errc::checkpoint_mismatch names the key). On either error
+  /// nothing changed. The rows are re-inserted so that the flow learns
+  /// their ids (detail/flow_checkpoint.hpp): the table holds the same rows.
+  /// Empty blobs give the state of a fresh flow that wrote `target` as it is.
+  template <class Table>
+  void read_checkpoint(Table& target, const checkpoint_blobs& blobs) {
+    static_assert(!is_managed_table_v<Table> &&
+                      std::is_same_v<typename Table::row_type, row_type>,
+                  "flowlib::ReplaceUsing::read_checkpoint: the target must be the flow's "
+                  "StreamingTable of its row type.");
+    if (blobs.snapshot) read_blob(*blobs.snapshot, checkpoint_scope::snapshot);
+    for (std::string_view d : blobs.deltas) read_blob(d, checkpoint_scope::delta);
+
+    // Rebuild by position in a copy of the rows (may throw; nothing changed).
+    auto& store = target.store();
+    std::vector<row_type> rows = detail::copy_rows(store);
+    index_type index{rows.size(), typename index_type::hasher{},
+                     typename index_type::key_equal{key_}};
+    std::vector<row_id> chain(rows.size(), detail::npos);  // by position
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const row_type& r = rows[i];
+      std::optional<sequence_type> s = seq_(r);
+      if (!s) {
+        throw error(errc::checkpoint_mismatch, name_, seq_.name(), key_.describe(r),
+                    "the target holds a row with a null sequence, which REPLACE USING never "
+                    "writes (R-USING-7): the table is not this flow's; the flow's state is "
+                    "unchanged");
+      }
+      const auto pos = static_cast<row_id>(i);
+      auto [it, fresh] = index.try_emplace(key_(r), entry{*s, pos, 1});
+      if (fresh) continue;
+      if (!(it->second.seq == *s)) {
+        throw error(errc::checkpoint_mismatch, name_, seq_.name(), key_.describe(r),
+                    "the target holds rows of this key with different sequences; REPLACE "
+                    "USING keeps one sequence per key (R-USING-2): the table is not this "
+                    "flow's; the flow's state is unchanged");
+      }
+      chain[i] = it->second.head;
+      it->second.head = pos;
+      ++it->second.count;
+    }
+    store.reserve(rows.size());  // the reload's inserts cannot fail after this
+    binding_.restore(target, kind, name_, /*exclusive=*/true, /*done=*/false,
+                     "a flow keeps the index of exactly one target (R-USING-9)");
+    const std::vector<row_id> ids = detail::reload_rows(store, rows);
+    std::vector<row_id> next(store.id_bound(), detail::npos);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      next[ids[i]] = chain[i] == detail::npos ? detail::npos : ids[chain[i]];
+    }
+    for (auto& [k, e] : index) e.head = ids[e.head];
+    index_ = std::move(index);
+    next_ = std::move(next);
+    reset_pending_ = false;
+  }
+
   /// Number of distinct keys in the target.
   std::size_t key_count() const noexcept { return index_.size(); }
 
@@ -211,6 +292,18 @@ class ReplaceUsing {
     row_id head;
   };
 
+  static constexpr char checkpoint_tag[5] = "FLRU";
+  static constexpr std::uint16_t checkpoint_version = 1;
+
+  // Validates one blob (it carries no state: see the header comment).
+  void read_blob(std::string_view blob, checkpoint_scope scope) const {
+    detail::byte_reader r = detail::checkpoint_reader(blob, name_);
+    detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version, kind, scope);
+    const auto flags = r.integer<std::uint8_t>();
+    if (flags > (scope == checkpoint_scope::delta ? 1 : 0)) r.fail("unknown flags");
+    detail::expect_checkpoint_end(r);
+  }
+
   // Checks that `target` is the flow's one table; after a full refresh of
   // it, forgets every key (the table is empty: R-EXACT-5).
   template <class Table>
@@ -219,6 +312,7 @@ class ReplaceUsing {
                              "a flow keeps the index of exactly one target (R-USING-9)")) {
       index_.clear();
       next_.clear();
+      reset_pending_ = true;
     }
   }
 
@@ -453,6 +547,9 @@ class ReplaceUsing {
   std::vector<key_type> new_keys_;   // reserve_commit -> commit
   std::vector<row_type> checked_rows_;  // apply_with_table_expectations: the checked batch
   std::vector<unsigned char> keep_;     // ... and which of its rows the table keeps
+  // A full refresh reset the state since the last write_checkpoint(), which
+  // clears it (a checkpoint write is const to its callers).
+  mutable bool reset_pending_ = false;
 };
 
 }  // namespace flowlib

@@ -32,6 +32,10 @@
 //   - R-DEDUP-6: save_state() / restore_state() give the state (identities
 //     with expiry, watermarks) as bytes for a checkpoint; the format is
 //     described at save_state() and in docs/dedup-within-watermark.md.
+//     write_checkpoint() / read_checkpoint() do the same by snapshots and
+//     deltas for the pipeline runtime: a delta holds the watermarks and the
+//     identities the last batch stored (O(the batch)), and a restore replays
+//     the deltas on the last snapshot (detail/dedup_checkpoint.hpp).
 //
 // All-or-nothing: if anything throws while a batch is processed (a row's copy
 // constructor, the key's copy, an allocation), the operator's state and
@@ -62,6 +66,7 @@
 #include <flowlib/detail/byte_codec.hpp>
 #include <flowlib/detail/dedup_checkpoint.hpp>
 #include <flowlib/detail/dedup_state.hpp>
+#include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/ops/watermark.hpp>
 
@@ -306,9 +311,101 @@ class DedupWithinWatermark {
     last_ = DedupStats{};
     total_ = DedupStats{};
     total_.state_keys = state_size();
+    since_write_ = 2;  // the next checkpoint delta holds the whole state
+  }
+
+  /// @brief Writes the operator's state for a checkpoint: the whole state
+  /// (`snapshot`: the save_state() bytes) or what the last batch changed
+  /// (`delta`: the watermarks and the identities it stored, with their
+  /// expiry; O(the batch)). For the pipeline runtime; programs that
+  /// checkpoint by hand may use it too. Call it after every batch: when
+  /// more than one batch ran since the previous call, the delta holds the
+  /// whole state instead.
+  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+    static_assert(detail::serialisable_key<key_type>(),
+                  "flowlib::DedupWithinWatermark::write_checkpoint: a key column's type cannot be "
+                  "serialised. Checkpointed identity columns must be integers, bool, enums, "
+                  "std::string, std::chrono durations or time points, or std::optional or "
+                  "std::tuple of those; convert other columns to one of these (R-DEDUP-6).");
+    detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
+    if (scope == checkpoint_scope::snapshot) {
+      out.bytes(save_state());
+    } else if (since_write_ > 1) {
+      out.integer<std::uint8_t>(1);  // the whole state
+      out.bytes(save_state());
+    } else {
+      out.integer<std::uint8_t>(0);  // the last batch
+      detail::write_dedup_delta(out, *state_, since_write_ == 1, wm_.global, wm_.inputs);
+    }
+    since_write_ = 0;
+  }
+
+  /// @brief Replaces the state by the one `blobs` hold: the snapshot (if
+  /// any), then every delta replayed in order. For the pipeline runtime;
+  /// programs that checkpoint by hand may use it too. Throws
+  /// errc::checkpoint_corrupt (a truncated or garbled blob, a wrong tag or
+  /// version) or errc::checkpoint_mismatch (a state saved with another
+  /// delay, watermark policy or key type), leaving the state unchanged.
+  /// Counters are reset. Empty blobs give a fresh operator's state.
+  void read_checkpoint(const checkpoint_blobs& blobs) {
+    static_assert(detail::serialisable_key<key_type>(),
+                  "flowlib::DedupWithinWatermark::read_checkpoint: a key column's type cannot be "
+                  "serialised. Checkpointed identity columns must be integers, bool, enums, "
+                  "std::string, std::chrono durations or time points, or std::optional or "
+                  "std::tuple of those; convert other columns to one of these (R-DEDUP-6).");
+    detail::dedup_checkpoint<K, rep> c;
+    c.delay = delay_;
+    c.policy = wm_.policy == watermark_policy::min ? 0 : 1;
+    c.inputs.assign(wm_.inputs.size(), std::nullopt);
+    c.state = std::make_unique<state>(key_, delay_);
+    if (blobs.snapshot) {
+      detail::byte_reader r = detail::checkpoint_reader(*blobs.snapshot, name_);
+      detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version, kind,
+                                     checkpoint_scope::snapshot);
+      read_whole(r, c);
+    }
+    for (std::string_view d : blobs.deltas) {
+      detail::byte_reader r = detail::checkpoint_reader(d, name_);
+      detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version, kind,
+                                     checkpoint_scope::delta);
+      const auto mode = r.integer<std::uint8_t>();
+      if (mode > 1) r.fail("unknown delta kind");
+      if (mode == 1) {
+        read_whole(r, c);
+      } else {
+        detail::replay_dedup_delta(r, c);
+        detail::expect_checkpoint_end(r);
+      }
+    }
+    // Commit (nothing below throws).
+    state_ = std::move(c.state);
+    wm_.global = c.global;
+    wm_.inputs = std::move(c.inputs);
+    last_ = DedupStats{};
+    total_ = DedupStats{};
+    total_.state_keys = state_size();
+    since_write_ = 0;
   }
 
  private:
+  static constexpr char checkpoint_tag[5] = "FLDD";
+  static constexpr std::uint16_t checkpoint_version = 1;
+
+  // Reads a whole state (save_state()'s bytes) from `r` into `c`; it must be
+  // of this operator's delay and policy.
+  void read_whole(detail::byte_reader& r, detail::dedup_checkpoint<K, rep>& c) const {
+    const std::string_view payload = r.bytes();
+    detail::expect_checkpoint_end(r);
+    auto w = detail::read_dedup_state<K, rep>(payload, name_, key_, time_traits::is_time_point,
+                                              wm_.inputs.size(), errc::checkpoint_corrupt);
+    if (w.delay != delay_ || w.policy != c.policy) {
+      throw error(errc::checkpoint_mismatch, name_, "", "",
+                  "the checkpoint was saved by an operator with another delay or watermark "
+                  "policy; the operator's state is unchanged");
+    }
+    c = std::move(w);
+  }
+
   // How many rows ahead random-access batches prefetch their index probes.
   static constexpr std::size_t prefetch_distance = state::prefetch_distance;
 
@@ -376,6 +473,9 @@ class DedupWithinWatermark {
     const std::size_t slab_before = s.slab.size();
     std::size_t free_used = 0;
     bool spare = false;  // the slab's last entry is a candidate, not (yet) state
+    // The previous batch's identities (a delta's content) are dropped here:
+    // if no checkpoint was written since, the next delta is the whole state.
+    if (since_write_ == 1) since_write_ = 2;
     s.added.clear();
     DedupStats st;
     st.batches = 1;
@@ -447,7 +547,8 @@ class DedupWithinWatermark {
     // Commit: nothing below throws.
     if (spare) s.slab.pop_back();
     s.free.resize(s.free.size() - free_used);
-    s.added.clear();
+    // s.added is kept: the batch's identities, for write_checkpoint()'s delta.
+    if (since_write_ == 0) since_write_ = 1;
     wm_.inputs[input] = next_input;
     wm_.global = next_global;
     if (wm_.global) st.evicted_keys = s.evict(*wm_.global);
@@ -470,6 +571,9 @@ class DedupWithinWatermark {
   detail::watermark_state<rep> wm_;
   DedupStats last_;
   DedupStats total_;
+  // Batches since the last write_checkpoint() (0, 1, or 2 for "more"); a
+  // checkpoint write is const to its callers.
+  mutable std::uint8_t since_write_ = 0;
 };
 
 }  // namespace flowlib
