@@ -26,7 +26,7 @@
 
 namespace fl = flowlib;
 
-namespace {
+namespace pipeline_fault_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -233,7 +233,9 @@ void check_same(const T& a, const T& b, const char* what) {
   CHECK(a.sorted_rows() == b.sorted_rows());
 }
 
-}  // namespace
+}  // namespace pipeline_fault_test
+
+using namespace pipeline_fault_test;
 
 TEST_CASE("R-EXACT-1: a fault at any step of a micro-batch loses nothing and applies nothing twice") {
   std::size_t total_faults = 0;

@@ -19,7 +19,7 @@
 
 namespace fl = flowlib;
 
-namespace {
+namespace pipeline_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -44,7 +44,9 @@ Booking b(std::int64_t id, std::string status, std::int64_t amount, std::int64_t
 
 std::vector<Booking> rows_of(const fl::StreamingTable<Booking>& t) { return t.sorted_rows(); }
 
-}  // namespace
+}  // namespace pipeline_test
+
+using namespace pipeline_test;
 
 TEST_CASE("Pipeline: an update reads everything available in micro-batches; a second update with no new data changes nothing (R-EXACT-2)") {
   fl::MemorySource<Booking> feed{"feed"};

@@ -233,11 +233,10 @@ class Pipeline final : private detail::flow_registry {
                                managed ? table_kind::managed : table_kind::streaming);
         tables_.emplace_back(target, std::string(target_name));
       } else if (table_ptr(target_name) != target) {
-        throw error(errc::invalid_target, flow, "", "",
-                    "TABLE_ALREADY_EXISTS: another table named '" + std::string(target_name) +
-                        "' is already declared in pipeline '" + name_ + "'");
-      } else if (catalog_.kind_of(target_name) == table_kind::streaming && managed) {
-        catalog_.declare_table(std::string(target_name), table_kind::managed);  // throws the code
+        // Another table of that name: the catalog says which code applies
+        // (CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE, TABLE_ALREADY_EXISTS).
+        catalog_.declare_table(std::string(target_name),
+                               managed ? table_kind::managed : table_kind::streaming);
       }
       // R-USING-9: a REPLACE USING or AUTO CDC target takes one flow and no other.
       for (const auto& [k, n] : catalog_.flows_of(target_name)) {
@@ -479,9 +478,9 @@ class Pipeline final : private detail::flow_registry {
     ev.update_id = update_id_;
     ev.state = state;
     if (s != nullptr) {
-      ev.flows = s->flows.size();
-      ev.batches = s->batches();
-      ev.rows = s->input_rows();
+      ev.details.flows = s->flows.size();
+      ev.details.batches = s->batches();
+      ev.details.rows = s->input_rows();
     }
     if (e != nullptr) set_error(ev, e);
     events_->update_progress(ev);
@@ -504,14 +503,14 @@ class Pipeline final : private detail::flow_registry {
     ev.end_position = p.to.to_string();
     ev.duration_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    ev.num_input_rows = out.stats.input_rows;
-    ev.num_output_rows = out.output_rows;
-    ev.num_upserted_rows = out.stats.upserted_rows;
-    ev.num_deleted_rows = out.stats.deleted_rows;
-    ev.num_dropped_rows = out.stats.dropped_rows;
-    ev.num_quarantined_rows = out.quarantined_rows;
-    ev.num_deduplicated_rows = out.deduplicated_rows;
-    ev.num_late_rows = out.late_rows;
+    ev.metrics.num_input_rows = out.stats.input_rows;
+    ev.metrics.num_output_rows = out.output_rows;
+    ev.metrics.num_upserted_rows = out.stats.upserted_rows;
+    ev.metrics.num_deleted_rows = out.stats.deleted_rows;
+    ev.metrics.num_dropped_rows = out.stats.dropped_rows;
+    ev.metrics.num_quarantined_rows = out.quarantined_rows;
+    ev.metrics.num_deduplicated_rows = out.deduplicated_rows;
+    ev.metrics.num_late_rows = out.late_rows;
     ev.expectations = out.stats.expectations;
     if (e != nullptr) set_error(ev, e);
     events_->flow_progress(ev);
@@ -522,14 +521,14 @@ class Pipeline final : private detail::flow_registry {
     try {
       std::rethrow_exception(e);
     } catch (const error& fe) {
-      ev.error_code = std::string(to_string(fe.code()));
-      ev.error_message = fe.what();
+      ev.error.code = std::string(to_string(fe.code()));
+      ev.error.message = fe.what();
     } catch (const std::exception& x) {
-      ev.error_code = "EXCEPTION";
-      ev.error_message = x.what();
+      ev.error.code = "EXCEPTION";
+      ev.error.message = x.what();
     } catch (...) {
-      ev.error_code = "EXCEPTION";
-      ev.error_message = "an exception that is not a std::exception";
+      ev.error.code = "EXCEPTION";
+      ev.error.message = "an exception that is not a std::exception";
     }
   }
 

@@ -330,6 +330,7 @@ struct writer_claim {
   const void* flow = nullptr;  ///< the flow object
   std::string kind;            ///< "REPLACE USING", "AUTO CDC", "APPEND", ...
   std::string name;            ///< the flow's name
+  bool exclusive = false;      ///< the flow takes the table alone (R-USING-9)
 };
 
 /// @brief The kind name append flows claim tables with.
@@ -450,9 +451,27 @@ class table_base {
                       "'; a " + std::string(exclusive ? kind : w.kind) +
                       " target takes exactly one flow and no other flow type");
     }
-    writers_.push_back({flow, std::string(kind), std::string(flow_name)});
+    writers_.push_back({flow, std::string(kind), std::string(flow_name), exclusive});
     exclusive_ = exclusive_ || exclusive;
   }
+
+  /// Removes the claim of `flow` (a flow releases its table when it is
+  /// destroyed, so that a new flow object, a restarted pipeline's, can
+  /// claim it). Unknown identities are ignored.
+  void release(const void* flow) noexcept {
+    for (auto it = writers_.begin(); it != writers_.end(); ++it) {
+      if (it->flow == flow) {
+        writers_.erase(it);
+        break;
+      }
+    }
+    exclusive_ = false;
+    for (const auto& w : writers_) exclusive_ = exclusive_ || w.exclusive;
+  }
+
+  /// Expires when the table is destroyed: a flow outliving its table does
+  /// not touch it to release its claim.
+  std::weak_ptr<const void> lifetime() const noexcept { return alive_; }
   /// The flows that write this table.
   const std::vector<writer_claim>& writers() const noexcept { return writers_; }
 
@@ -495,6 +514,7 @@ class table_base {
   store_type store_;
   row_log<Row> append_log_;
   std::vector<writer_claim> writers_;
+  std::shared_ptr<const void> alive_ = std::make_shared<const int>(0);
   std::uint64_t generation_ = 0;
   bool exclusive_ = false;
 };

@@ -300,7 +300,7 @@ class typed_flow_runner final : public flow_runner {
     if constexpr (requires { Policy::once; }) return Policy::once; else return false;
   }
   bool once_done() const noexcept override {
-    if constexpr (requires { policy_.once_done(); }) return policy_.once_done(); else return false;
+    if constexpr (requires { policy_.done(); }) return policy_.done(); else return false;
   }
   std::size_t components() const noexcept override {
     std::size_t n = sink ? 0 : 1;
@@ -361,11 +361,12 @@ class typed_flow_runner final : public flow_runner {
     });
     if constexpr (!sink) {
       if (log_appends_) {
-        inserted_.clear();
-        target_->store().journal_inserted(inserted_);
+        const auto& store = target_->store();
+        changed_.clear();
+        store.journal_changed(changed_);
         auto& log = target_->append_log();
-        log.reserve(inserted_.size());
-        for (row_id id : inserted_) log.append(target_->store().get(id));
+        log.reserve(changed_.size());
+        for (row_id id : changed_) log.append(store.get(id));
       }
     }
     if (fault) fault(fault_point::after_table_write, name_, batch_id);
@@ -412,7 +413,7 @@ class typed_flow_runner final : public flow_runner {
   void forget_quarantined() override {
     for_each_quarantine([&](auto& q) {
       auto& store = q.table->store();
-      using QRow = std::remove_cvref_t<decltype(*std::ranges::begin(store.rows()))>;
+      using QRow = typename std::remove_pointer_t<decltype(q.table)>::row_type;
       std::vector<QRow> keep;
       bool any = false;
       for (const auto& r : store.rows()) {
@@ -473,7 +474,7 @@ class typed_flow_runner final : public flow_runner {
   std::tuple<Stages...> stages_;
   const void* source_table_;
   std::vector<row_type> rows_;
-  std::vector<row_id> inserted_;
+  std::vector<row_id> changed_;
   std::uint64_t log_end_ = 0;
 };
 

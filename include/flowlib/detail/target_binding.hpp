@@ -72,6 +72,14 @@ concept bindable_table = requires(T& t, const T& ct, const void* id, std::string
   t.claim(id, s, s, b);
 };
 
+/// A table whose claims are released when the flow is destroyed: it has
+/// release(identity) and lifetime() (both flowlib table kinds).
+template <class T>
+concept releasable_table = requires(T& t, const void* id) {
+  t.release(id);
+  { t.lifetime() } -> std::convertible_to<std::weak_ptr<const void>>;
+};
+
 /// @brief A flow's binding to the table it writes. See the header comment.
 class target_binding {
  public:
@@ -85,17 +93,24 @@ class target_binding {
         table_(std::exchange(o.table_, nullptr)),
         table_name_(std::move(o.table_name_)),
         generation_(std::exchange(o.generation_, 0)),
-        done_(std::exchange(o.done_, false)) {}
+        done_(std::exchange(o.done_, false)),
+        alive_(std::move(o.alive_)),
+        release_(std::exchange(o.release_, nullptr)) {}
   target_binding& operator=(target_binding&& o) noexcept {
     if (this != &o) {
+      release();
       token_ = std::move(o.token_);
       table_ = std::exchange(o.table_, nullptr);
       table_name_ = std::move(o.table_name_);
       generation_ = std::exchange(o.generation_, 0);
       done_ = std::exchange(o.done_, false);
+      alive_ = std::move(o.alive_);
+      release_ = std::exchange(o.release_, nullptr);
     }
     return *this;
   }
+  /// Releases the claim on the bound table, if the table still exists.
+  ~target_binding() { release(); }
 
   /// Whether the flow's state about `t` is void: the binding is bound to
   /// `t` and `t` was fully refreshed since the flow last claimed it.
@@ -129,8 +144,19 @@ class target_binding {
   void claim(Table& t, std::string_view kind, std::string_view flow, bool exclusive) {
     t.claim(identity(), kind, flow, exclusive);
     if (table_ != static_cast<const void*>(&t)) {
-      table_name_ = std::string(t.name());  // may throw: bound only once it did not
+      try {
+        table_name_ = std::string(t.name());  // may throw: bound only once it did not
+      } catch (...) {
+        if constexpr (releasable_table<Table>) t.release(token_.get());
+        throw;
+      }
       table_ = &t;
+      if constexpr (releasable_table<Table>) {
+        alive_ = t.lifetime();
+        release_ = [](const void* table, const void* id) noexcept {
+          static_cast<Table*>(const_cast<void*>(table))->release(id);
+        };
+      }
     }
     generation_ = t.generation();
   }
@@ -173,6 +199,11 @@ class target_binding {
   void restore_once(bool done) noexcept { done_ = done; }
 
  private:
+  void release() noexcept {
+    if (release_ != nullptr && token_ && !alive_.expired()) release_(table_, token_.get());
+    release_ = nullptr;
+  }
+
   struct token {
     unsigned char unused = 0;
   };
@@ -181,6 +212,8 @@ class target_binding {
   std::string table_name_;
   std::uint64_t generation_ = 0;
   bool done_ = false;
+  std::weak_ptr<const void> alive_;  // expires with the bound table
+  void (*release_)(const void* table, const void* id) noexcept = nullptr;
 };
 
 }  // namespace flowlib::detail

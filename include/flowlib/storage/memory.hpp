@@ -390,6 +390,19 @@ class memory_row_store {
     if (j_stale_ != 0) drop_stale_inserted();
     return {j_inserted_.data(), j_inserted_.size()};
   }
+  /// Appends to `out` the ids of the live rows the journal inserted or
+  /// changed (assigned, or reached through mutable get()): the inserted ones
+  /// first, in insertion order, then the changed ones that existed before
+  /// the journal, in the order they were first changed. A table's append
+  /// log takes these rows (a new row version replacing an old one in its
+  /// slot is a new row to a reader of the table as a stream).
+  void journal_changed(std::vector<row_id>& out) const {
+    const auto ins = journal_inserted();
+    out.insert(out.end(), ins.begin(), ins.end());
+    for (const saved_slot& s : j_saved_) {
+      if (s.live && is_live(s.id) && (flags(s.id) & inserted_bit) == 0) out.push_back(s.id);
+    }
+  }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
     // The last byte's line too, when the row straddles two.
