@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace fl = flowlib;
@@ -532,4 +533,35 @@ TEST_CASE("event log: the callback's exceptions propagate and the event is not c
   log.update_progress({.timestamp = t0, .pipeline = "p", .update_id = 1});
   CHECK(calls == 3);
   CHECK(log.events_written() == 2);
+}
+
+TEST_CASE("event log: events written from two threads to one file are whole lines") {
+  const auto path = temp_file("threads");
+  {
+    fl::EventLog log(path);
+    auto write = [&](std::uint64_t id) {
+      for (int i = 0; i < 300; ++i)
+        log.flow_progress({.timestamp = t0, .pipeline = "p", .update_id = id,
+                           .flow = std::string(static_cast<std::size_t>(i), 'f'),
+                           .batch_id = static_cast<std::uint64_t>(i)});
+    };
+    std::thread a(write, 1), b(write, 2);
+    a.join();
+    b.join();
+    CHECK(log.events_written() == 600);
+  }
+  std::istringstream in(read_all(path));
+  std::uint64_t next[3] = {0, 0, 0};
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const json j = captured::parse(line);
+    const auto id = j.at("update_id").get<std::uint64_t>();
+    REQUIRE((id == 1 || id == 2));
+    // Each thread's events in the order it wrote them.
+    CHECK(j.at("batch_id").get<std::uint64_t>() == next[id]);
+    CHECK(j.at("flow").get<std::string>().size() == next[id]);
+    ++next[id];
+  }
+  CHECK(lines == 600);
+  std::filesystem::remove(path);
 }

@@ -79,9 +79,9 @@ struct event_error {
 
 /// @brief What a completed update did (its `details`).
 struct update_details {
-  std::uint64_t flows = 0;    ///< flows that ran
+  std::uint64_t flows = 0;  ///< flows that ran
   std::uint64_t batches = 0;  ///< batches applied
-  std::uint64_t rows = 0;     ///< rows read
+  std::uint64_t rows = 0;  ///< rows read
 };
 
 /// @brief An update started, completed or failed.
@@ -91,7 +91,7 @@ struct update_progress_event {
   std::uint64_t update_id = 0;
   update_state state = update_state::started;
   update_details details{};  ///< written when state == completed
-  event_error error{};       ///< written when state == failed
+  event_error error{};  ///< written when state == failed
 };
 
 /// @brief The row counts of one flow's batch (its `metrics`).
@@ -120,7 +120,7 @@ struct flow_progress_event {
   double duration_ms = 0;
   flow_metrics metrics{};
   std::vector<ExpectationMetrics> expectations{};  ///< written as data_quality.expectations
-  event_error error{};                             ///< written when status == failed
+  event_error error{};  ///< written when status == failed
 };
 
 /// @brief How a flow's batch was planned (written by REPLACE WHERE; planned).
@@ -129,7 +129,7 @@ struct planning_information_event {
   std::string pipeline{};
   std::uint64_t update_id = 0;
   std::string flow{};
-  std::string technique{};              ///< e.g. "INCREMENTAL", "COMPLETE_RECOMPUTE"
+  std::string technique{};  ///< e.g. "INCREMENTAL", "COMPLETE_RECOMPUTE"
   std::optional<std::string> reason{};  ///< null when absent
 };
 
