@@ -378,7 +378,7 @@ TEST_CASE_TEMPLATE("checkpoint store: random writes and removes match a referenc
     auto& s = p.store;
     model m;
     std::mt19937_64 rng(seed);
-    for (int op = 0; op < 150; ++op) {
+    for (int op = 0; op < 60; ++op) {
       const std::string& path = universe[rng() % universe.size()];
       CAPTURE(op);
       CAPTURE(path);

@@ -34,8 +34,10 @@
 //
 // read() of a missing record (or of a folder) is std::nullopt; a record
 // that fails verification throws errc::checkpoint_corrupt and is left as it
-// is on disk. remove() deletes recursively, then fsyncs the parent
-// directory. All members are safe to call from several threads.
+// is on disk. remove() deletes recursively, removes the folders that leaves
+// empty (a folder exists while it holds records, as in the memory policy),
+// then fsyncs the directory whose entry went last. All members are safe to
+// call from several threads.
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
@@ -151,6 +153,10 @@ class FileCheckpoint final : public checkpoint_store {
   /// fsynced) when missing. Throws errc::checkpoint_io when it cannot be
   /// created, or when `dir` exists and is not a directory.
   explicit FileCheckpoint(std::filesystem::path dir) {
+    if (dir.empty()) {
+      throw error(errc::invalid_argument, std::string(detail::checkpoint_error_owner), "", "",
+                  "file checkpoint: no directory given");
+    }
     std::error_code ec;
     auto abs = std::filesystem::absolute(dir, ec);
     if (ec) fail_io("cannot resolve '" + dir.string() + "'", ec.value(), "");
