@@ -77,7 +77,7 @@ struct PipelineOptions {
   std::size_t max_rows_per_batch = 0;
   /// For fault-injection tests: called at every step of every micro-batch
   /// (fault_point); an exception it throws is a failure at that step.
-  detail::fault_fn fault_hook;
+  detail::fault_fn fault_hook{};
 };
 
 /// @brief Rows and batches one flow has done in the running update.
