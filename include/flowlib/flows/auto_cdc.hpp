@@ -127,11 +127,14 @@
 // refers to version rows instead of copying change rows (compact_history).
 #pragma once
 
+#include <flowlib/checkpoint/store.hpp>
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
+#include <flowlib/detail/byte_codec.hpp>
 #include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/checkpoint.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/flows/cdc/scd1_one_pass.hpp>
 #include <flowlib/flows/cdc/scd2_one_pass.hpp>
@@ -250,6 +253,43 @@ class AutoCdc {
   void reset() noexcept { binding_.reset_once(); }
   /// Restores the ONCE marker from a checkpoint.
   void restore(bool done) noexcept { binding_.restore_once(done); }
+
+  /// @brief Writes the flow's state for a checkpoint: with
+  /// checkpoint_scope::delta, what changed since the previous
+  /// write_checkpoint() (or since construction or read_checkpoint()), in
+  /// O(the keys changed), never O(the state); with checkpoint_scope::snapshot,
+  /// the whole state. Either restarts the "changed since" count. Call it once
+  /// after every successful apply() (a ONCE flow's skipped one and one that
+  /// changed nothing included). A delta after a full refresh of the target
+  /// says so: a restore drops what came before it. For the pipeline runtime;
+  /// programs that checkpoint by hand may use it too. The key and sequence
+  /// types must have a byte encoding (detail/byte_codec.hpp), else this does
+  /// not compile. Format and what is kept: flows/cdc/checkpoint.hpp.
+  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+    detail::cdc_checkpoint<engine_type>::write(engine_, out, scope, binding_.done());
+  }
+
+  /// @brief Replaces the flow's whole state with the one `blobs` describe
+  /// (the snapshot, if any, then each delta in order; empty blobs: a new
+  /// flow's state). Afterwards the flow is bound to `target`, at its current
+  /// generation, with its ONCE marker as it was written, and behaves as the
+  /// flow that wrote the blobs would on the same table. `target` must be the
+  /// table that flow wrote, holding the rows it held at the last blob (the
+  /// state refers to them by row id). Also discards, on a live flow, the
+  /// in-memory changes of a batch whose checkpoint was not written. Throws
+  /// flowlib::error naming the flow, leaving the state as it was:
+  /// errc::checkpoint_corrupt (a truncated or damaged blob, another flow
+  /// kind's, an unknown format version), errc::checkpoint_mismatch (the
+  /// state refers to rows the target does not hold), errc::invalid_target
+  /// (another flow writes the target). For the pipeline runtime; programs
+  /// that checkpoint by hand may use it too.
+  template <class Table>
+  void read_checkpoint(Table& target, const checkpoint_blobs& blobs) {
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
+                  "(R-TABLE-1); write the change feed into a flowlib::StreamingTable.");
+    detail::cdc_checkpoint<engine_type>::read(engine_, target, blobs, binding_, kind);
+  }
 
   /// Keys the flow holds state for (target keys, plus SCD1 tombstones).
   std::size_t key_count() const noexcept { return engine_.key_count(); }

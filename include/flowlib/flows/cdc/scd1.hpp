@@ -52,6 +52,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
     gc_head_ = 0;
     release_planned_scratch();
     this->reset_staging();
+    changes_.on_reset();
   }
 
   /// Applies a staged batch: plan, reserve, claim the target, commit.
@@ -67,6 +68,8 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   }
 
  protected:
+  template <class>
+  friend struct cdc_checkpoint;
   using typename base::opts;
   using typename base::change_type;
   using typename base::key_type;
@@ -108,6 +111,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   using base::ops_;
   using base::order_;
   using base::batch_floor_;
+  using base::changes_;
   static constexpr bool ignore_active = n_ignored > 0;
 
   // --- per-key state -----------------------------------------------------------
@@ -155,6 +159,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
     new_keys_.clear();
     gc_keys_.clear();
     const bool gc = settings_.tombstone_gc_threshold.has_value();
+    const bool track = changes_.tracking;  // a checkpoint lists the keys changed
     now_ = settings_.tombstone_gc_threshold ? read_clock() : cdc_clock::time_point{};
     truncating_ = batch_floor_.has_value() && (!floor_ || *floor_ < *batch_floor_);
     probe_all(index_, group_entries_);
@@ -174,7 +179,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
       scd1_entry* hit = group_entries_[g];
       // The key, copied before the last upsert's row is moved into the target row.
       std::optional<key_type> key;
-      if (hit == nullptr || gc) key.emplace(key_(sc.row(grp.head)));
+      if (hit == nullptr || gc || track) key.emplace(key_(sc.row(grp.head)));
 
       // The working state of the key, from its entry.
       bool have = hit != nullptr;
@@ -281,6 +286,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
       }
       if (truncated && hit->row != no_row && changed) ++stats.truncated_rows;
       if (!changed) continue;
+      if (track) changes_.touched.push_back(*key);
       if (exists) {
         plan.result = outcome::row;
       } else {
@@ -392,6 +398,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
     store.reserve(inserts);
     if (settings_.tombstone_gc_threshold && new_tombstones_ != 0) {
       if (gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
+        note_collected();
         gc_queue_.erase(gc_queue_.begin(),
                         gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
         gc_head_ = 0;
@@ -515,6 +522,16 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
       }
       ++gc_head_;
     }
+  }
+
+  /// Before the GC queue drops its examined entries: a checkpoint that
+  /// follows lists their keys (cdc/checkpoint.hpp).
+  void note_collected() {
+    if (!changes_.tracking) return;
+    for (std::size_t i = changes_.gc_from; i < gc_head_; ++i) {
+      changes_.touched.push_back(gc_queue_[i].first);
+    }
+    changes_.gc_from = 0;
   }
 
   /// Frees the planned path's scratch (the one-pass engine calls it once it

@@ -36,6 +36,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
              target_binding& binding, std::string_view kind) {
     using Target = typename Table::row_type;
+    changes_.on_apply();
     auto& ts = this->template target_scratch<Target>();
     ts.used = 0;
     auto& store = target.store();
@@ -68,6 +69,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   }
 
  private:
+  template <class>
+  friend struct cdc_checkpoint;
   using typename base::opts;
   using typename base::change_type;
   using typename base::key_type;
@@ -98,6 +101,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   using base::expired;
   using base::collect_tombstones;
   using base::no_row;
+  using base::changes_;
+  using base::note_collected;
 
   // --- SCD type 1 in one pass -----------------------------------------------------------
   //
@@ -196,6 +201,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     const bool gc = settings_.tombstone_gc_threshold.has_value();
     now_ = gc ? read_clock() : cdc_clock::time_point{};
     if (gc && gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
+      note_collected();
       gc_queue_.erase(gc_queue_.begin(), gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
       gc_head_ = 0;
     }
@@ -422,6 +428,9 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           for (const undo_record& u : undo_records_) {
             if (u.tomb) gc_queue_.push_back({key_(*u.src), now_});
           }
+        }
+        if (changes_.tracking) {  // a checkpoint lists the keys changed
+          for (const undo_record& u : undo_records_) changes_.touched.push_back(key_(*u.src));
         }
         admit.finish(stats);
         write_due(store);  // last: with write_last, it cannot throw

@@ -42,6 +42,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
     new_entries_ = {};
     group_entries_ = {};
     rows_to_insert_ = 0;
+    changes_.on_reset();
   }
 
   /// Applies a batch planned: stage, plan, reserve, claim the target, commit.
@@ -63,6 +64,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   }
 
  protected:
+  template <class>
+  friend struct cdc_checkpoint;
   using typename base::opts;
   using typename base::key_type;
   using typename base::sequence_type;
@@ -95,6 +98,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
   using base::reset_staging;
   using base::name_;
   using base::key_;
+  using base::changes_;
   using base::scratch_;
   using base::seqs_;
   using base::ops_;
@@ -459,6 +463,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       // its own growth: the sums bound every intermediate size. (A new key
       // has one plan, and every version it derives is inserted.)
       rows_to_insert_ += vers_grow;
+      if (changes_.tracking) changes_.touched.push_back(key_(sc.row(grp.head)));
       if (hit == nullptr) {
         new_keys_.push_back(key_(sc.row(grp.head)));
         scd2_entry fresh;

@@ -35,6 +35,7 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
   void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
              target_binding& binding, std::string_view kind) {
     using Target = typename Table::row_type;
+    changes_.on_apply();
     auto& ts = this->template target_scratch<Target>();
     ts.used = 0;
     auto& store = target.store();
@@ -58,6 +59,8 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
   }
 
  private:
+  template <class>
+  friend struct cdc_checkpoint;
   using typename base::opts;
   using typename base::change_type;
   using typename base::key_type;
@@ -82,6 +85,7 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
   using base::settings_;
   using base::key_;
   using base::seq_;
+  using base::changes_;
   using base::classify;
   using base::stage_batch;
   using base::prefetch_change;
@@ -318,6 +322,9 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
         stats.upserted_rows += late.upserted_rows - lost_ties[0];
         stats.deleted_rows += late.deleted_rows - lost_ties[1];
         stats.tied_rows += late.tied_rows;
+      }
+      if (changes_.tracking) {  // a checkpoint lists the keys changed
+        for (const scd2_pass_record& u : pass_records_) changes_.touched.push_back(key_(*u.src));
       }
       admit.finish(stats);
     } catch (...) {

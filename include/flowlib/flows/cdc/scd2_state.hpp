@@ -80,6 +80,8 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   std::size_t key_count() const noexcept { return index_.size(); }
 
  protected:
+  template <class>
+  friend struct cdc_checkpoint;
   using typename base::opts;
   using typename base::change_type;
   using typename base::key_type;
@@ -121,6 +123,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   using base::ops_;
   using base::order_;
   using base::batch_floor_;
+  using base::changes_;
   using scd2_pass_record = detail::scd2_pass_record<change_type>;
   using scd2_plan_context = scd2_pass_context<change_type>;
 

@@ -16,6 +16,7 @@
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/checkpoint.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/stats.hpp>
@@ -64,6 +65,8 @@ class cdc_staging {
   const std::string& name() const noexcept { return name_; }
 
  protected:
+  template <class>
+  friend struct cdc_checkpoint;
   using traits = key_traits<K>;
   using op = cdc_op;
   using probe = cdc_probe<change_type>;
@@ -400,6 +403,9 @@ class cdc_staging {
   std::vector<std::uint32_t> order_;  // rows of each group, by sequence
   std::vector<std::pair<sequence_type, std::uint32_t>> sort_buf_;  // sort_group, large groups
   std::optional<sequence_type> batch_floor_;  // SCD1: the floor after the batch's truncates
+
+  // What the batches changed since the last checkpoint written (cdc/checkpoint.hpp).
+  mutable cdc_change_log<key_type> changes_;
 };
 
 }  // namespace flowlib::detail
