@@ -264,3 +264,48 @@ TEST_CASE("A corrupt, truncated or unknown-version checkpoint fails to open with
   CHECK(cases >= 9);
   MESSAGE("corrupt-checkpoint cases reported: " << cases);
 }
+
+TEST_CASE("IMPORT CHECKPOINT from a FileCheckpoint stream with a foreach-batch sink: the dedup state and position carry over (R-TABLE-4)") {
+  temp_dir dir;
+  fl::MemorySource<Click> feed{"clicks", {.partitions = 1, .guarantee = fl::delivery::at_least_once}};
+  exported out;
+  {
+    fl::FileCheckpoint stream_ckpt{dir.path};
+    fl::Stream s{"ingest", stream_ckpt};
+    s.from(feed).through(Dedup{std::chrono::minutes(10), "dedup"}).into(out.sink());
+    feed.append(c("a", 1, 0));
+    feed.append(c("b", 1, 1));
+    s.run();
+  }
+  const auto files = snapshot_dir(dir.path);
+  fl::FileCheckpoint stream_ckpt{dir.path};
+  fl::StreamingTable<Click> events{"events"};
+  fl::MemoryCheckpoint ckpt;
+  {
+    // Other operators than the stream's: refused, nothing imported.
+    fl::Pipeline p{"events", ckpt};
+    p.flow("ingest").from(feed).import_checkpoint(stream_ckpt, "ingest").into(events, fl::Append{"ingest"});
+    try {
+      p.update();
+      FAIL("no error");
+    } catch (const fl::error& e) {
+      CHECK(e.code() == fl::errc::checkpoint_mismatch);
+      CHECK(std::string(e.what()).find("must be the same, in order") != std::string::npos);
+    }
+    CHECK(ckpt.record_count() == 0);
+  }
+  fl::MemoryCheckpoint ckpt2;
+  fl::Pipeline p{"events", ckpt2};
+  p.flow("ingest")
+      .from(feed)
+      .through(Dedup{std::chrono::minutes(10), "dedup"})
+      .import_checkpoint(stream_ckpt, "ingest")
+      .into(events, fl::Append{"ingest"});
+  feed.append(c("b", 1, 1));  // seen by the stream
+  feed.append(c("c", 1, 2));
+  const auto s = p.update();
+  CHECK(s.flows[0].input_rows == 2);
+  CHECK(s.flows[0].deduplicated_rows == 1);
+  CHECK(events.sorted_rows() == std::vector<Click>{c("c", 1, 2)});  // the stream's rows went to its sink
+  CHECK(snapshot_dir(dir.path) == files);  // the original is never modified
+}

@@ -265,7 +265,7 @@ class Pipeline final : private detail::flow_registry {
     if (opened_) return;
     // Reads and checks first: a refused open writes nothing.
     log_.open_pipeline(name_);
-    for (auto& r : runners_) log_.open_flow(r->name(), r->definition());
+    for (auto& r : runners_) log_.open_flow(r->name(), r->definition(), r->component_layout());
     for (auto& r : runners_) {
       if (r->writes_tables() && !r->tables_durable(store_->durable())) {
         throw error(errc::checkpoint_mismatch, r->name(), "", "",
@@ -278,19 +278,11 @@ class Pipeline final : private detail::flow_registry {
                               "durable checkpoint (FileCheckpoint)");
       }
     }
-    std::vector<detail::flow_runner*> imports;
+    std::vector<std::pair<detail::flow_runner*, import_plan>> imports;
     for (auto& r : runners_) {
       if (r->import_from == nullptr || log_.imported(r->name())) continue;
       if (log_.last_commit(r->name())) continue;  // has its own history already
-      detail::checkpoint_log other(const_cast<checkpoint_store&>(*r->import_from));
-      auto rec = r->import_from->read(detail::checkpoint_log::flow_dir(r->import_flow) + "/definition");
-      if (!rec) {
-        throw error(errc::checkpoint_mismatch, r->name(), "", "",
-                    "IMPORT CHECKPOINT: the " + r->import_from->describe() + " has no stream named '" +
-                        r->import_flow + "'");
-      }
-      other.last_commit(r->import_flow);  // reads (verifies) the records before copying
-      imports.push_back(r.get());
+      imports.emplace_back(r.get(), plan_import(*r));
     }
     order_ = dependency_order();
     for (auto& r : runners_) {
@@ -300,12 +292,75 @@ class Pipeline final : private detail::flow_registry {
     }
     // Writes.
     log_.write_pending();
-    for (auto* r : imports) {
-      log_.copy_flow(*r->import_from, r->import_flow, r->name());
+    for (auto& [r, plan] : imports) {
+      log_.copy_flow(*r->import_from, r->import_flow, r->name(), plan.mapping);
+      if (plan.last && !plan.fresh.empty()) {
+        // Components the stream did not have start fresh at its last batch.
+        std::string bytes;
+        for (std::size_t c : plan.fresh) {
+          bytes.clear();
+          r->write_state(c, checkpoint_scope::snapshot, bytes);
+          log_.write_state(r->name(), *plan.last, c, checkpoint_scope::snapshot, bytes);
+        }
+      }
       log_.mark_imported(r->name(), r->import_from->describe() + " / " + r->import_flow);
     }
     for (auto& r : runners_) restore(*r);
     opened_ = true;
+  }
+
+  // IMPORT CHECKPOINT (R-TABLE-4): which of the stream's components become
+  // which of the flow's. The stream's operators must be the flow's, in
+  // order; its sink's state (an append flow's ONCE marker) carries over
+  // when it is an append, and the flow's own starts fresh otherwise.
+  struct import_plan {
+    std::vector<std::pair<std::size_t, std::size_t>> mapping;
+    std::vector<std::size_t> fresh;
+    std::optional<std::uint64_t> last;
+  };
+  import_plan plan_import(detail::flow_runner& r) const {
+    const auto refuse = [&](const std::string& why) {
+      return error(errc::checkpoint_mismatch, r.name(), "", "",
+                   "IMPORT CHECKPOINT: " + why + "; nothing was imported");
+    };
+    const auto layout = detail::checkpoint_log::layout_of(*r.import_from, r.import_flow);
+    if (!layout) {
+      throw refuse("the " + r.import_from->describe() + " has no stream named '" + r.import_flow + "'");
+    }
+    const auto split = [](const std::string& s) {
+      std::vector<std::string> parts;
+      std::size_t at = 0;
+      for (;;) {
+        const auto bar = s.find('|', at);
+        parts.push_back(s.substr(at, bar - at));
+        if (bar == std::string::npos) return parts;
+        at = bar + 1;
+      }
+    };
+    const auto src = split(*layout);
+    const auto dst = split(r.component_layout());
+    const bool src_policy = src.front() != "FOREACH BATCH";
+    if (src.front() != std::string(append_flow_kind) && src_policy) {
+      throw refuse("stream '" + r.import_flow + "' is a " + src.front() +
+                   " flow; only a stream that appends or calls a foreach-batch sink can be imported");
+    }
+    if (std::vector<std::string>(src.begin() + 1, src.end()) !=
+        std::vector<std::string>(dst.begin() + 1, dst.end())) {
+      throw refuse("stream '" + r.import_flow + "' has the operators (" + *layout +
+                   ") and this flow (" + r.component_layout() + "): they must be the same, in order");
+    }
+    detail::checkpoint_log other(const_cast<checkpoint_store&>(*r.import_from));
+    import_plan plan;
+    if (auto last = other.last_commit(r.import_flow)) plan.last = last->first;
+    if (src_policy) {
+      plan.mapping.emplace_back(0, 0);
+    } else {
+      plan.fresh.push_back(0);
+    }
+    for (std::size_t i = 1; i < dst.size(); ++i) {
+      plan.mapping.emplace_back(src_policy ? i : i - 1, i);
+    }
+    return plan;
   }
 
   std::vector<detail::flow_runner*> dependency_order() const {

@@ -7,6 +7,7 @@
 //
 //   pipeline                              name and layout version of the pipeline
 //   flows/<F>/definition                  what the flow is (kind, source, target, stages)
+//                                         and its components' kinds (for an import)
 //   flows/<F>/offsets/<N>                 batch N's planned positions (from, to)
 //   flows/<F>/commits/<N>                 batch N committed: its end position
 //   flows/<F>/state/<N>/<c>.delta         component c's delta after batch N
@@ -118,8 +119,9 @@ class checkpoint_log {
   }
 
   /// Checks flow `flow`'s definition record against `definition`; when
-  /// absent, remembers it for write_pending(). Throws checkpoint_mismatch.
-  void open_flow(std::string_view flow, std::string_view definition) {
+  /// absent, remembers it (with the flow's component `layout`, what an
+  /// import maps state by) for write_pending(). Throws checkpoint_mismatch.
+  void open_flow(std::string_view flow, std::string_view definition, std::string_view layout) {
     if (auto rec = store_->read(flow_dir(flow) + "/definition")) {
       byte_reader r = reader(*rec, flow);
       const std::string stored(r.bytes());
@@ -132,7 +134,17 @@ class checkpoint_log {
       }
       return;
     }
-    pending_flows_.emplace_back(std::string(flow), std::string(definition));
+    pending_flows_.push_back({std::string(flow), std::string(definition), std::string(layout)});
+  }
+
+  /// The component layout recorded for `flow` in `store` ("APPEND|DEDUP"),
+  /// if the flow has a definition record there.
+  static std::optional<std::string> layout_of(const checkpoint_store& store, std::string_view flow) {
+    auto rec = store.read(flow_dir(flow) + "/definition");
+    if (!rec) return std::nullopt;
+    byte_reader r{*rec, 0, flow, "; the checkpoint was left as it was", errc::checkpoint_corrupt};
+    r.bytes();
+    return std::string(r.bytes());
   }
 
   /// Writes the pipeline and definition records found missing by the open_*
@@ -146,15 +158,14 @@ class checkpoint_log {
       store_->write("pipeline", b);
       pending_pipeline_.reset();
     }
-    for (const auto& [flow, def] : pending_flows_) write_definition(flow, def);
+    for (const auto& f : pending_flows_) {
+      std::string b;
+      byte_writer w{b};
+      w.bytes(f.definition);
+      w.bytes(f.layout);
+      store_->write(flow_dir(f.flow) + "/definition", b);
+    }
     pending_flows_.clear();
-  }
-
-  void write_definition(std::string_view flow, std::string_view definition) {
-    std::string b;
-    byte_writer w{b};
-    w.bytes(definition);
-    store_->write(flow_dir(flow) + "/definition", b);
   }
 
   // --- Batches -----------------------------------------------------------------------
@@ -274,26 +285,34 @@ class checkpoint_log {
     store_->write("imports/" + hex(flow), b);
   }
 
-  /// Copies flow `from_flow`'s records (not its definition) from `from` into
-  /// this store under `flow`. `from` is only read.
-  void copy_flow(const checkpoint_store& from, std::string_view from_flow, std::string_view flow) {
-    copy_tree(from, flow_dir(from_flow), flow_dir(flow), /*skip_definition=*/true);
-  }
-
- private:
-  void copy_tree(const checkpoint_store& from, const std::string& src, const std::string& dst,
-                 bool skip_definition) {
-    for (const auto& name : from.list(src)) {
-      if (skip_definition && name == "definition") continue;
-      const std::string s = src + "/" + name;
-      if (!from.list(s).empty()) {
-        copy_tree(from, s, dst + "/" + name, false);  // a folder
-      } else if (auto rec = from.read(s)) {
-        store_->write(dst + "/" + name, *rec);
+  /// Copies flow `from_flow`'s offsets, commits and state from `from` into
+  /// this store under `flow`; state records of component `m.first` become
+  /// records of component `m.second` for each pair of `mapping`, others are
+  /// left out. `from` is only read.
+  void copy_flow(const checkpoint_store& from, std::string_view from_flow, std::string_view flow,
+                 const std::vector<std::pair<std::size_t, std::size_t>>& mapping) {
+    const std::string src = flow_dir(from_flow);
+    const std::string dst = flow_dir(flow);
+    for (const char* sub : {"/offsets", "/commits"}) {
+      for (const auto& name : from.list(src + sub)) {
+        if (auto rec = from.read(src + sub + "/" + name)) store_->write(dst + sub + "/" + name, *rec);
+      }
+    }
+    for (const auto& batch : from.list(src + "/state")) {
+      for (const auto& name : from.list(src + "/state/" + batch)) {
+        const auto dot = name.find('.');
+        if (dot == std::string::npos) continue;
+        for (const auto& [a, b] : mapping) {
+          if (name.substr(0, dot) != std::to_string(a)) continue;
+          if (auto rec = from.read(src + "/state/" + batch + "/" + name)) {
+            store_->write(dst + "/state/" + batch + "/" + std::to_string(b) + name.substr(dot), *rec);
+          }
+        }
       }
     }
   }
 
+ private:
   static std::string state_path(std::string_view flow, std::uint64_t n, std::size_t c,
                                 checkpoint_scope scope) {
     return flow_dir(flow) + "/state/" + batch_name(n) + "/" + std::to_string(c) +
@@ -307,7 +326,10 @@ class checkpoint_log {
 
   checkpoint_store* store_;
   std::optional<std::string> pending_pipeline_;
-  std::vector<std::pair<std::string, std::string>> pending_flows_;
+  struct pending_flow {
+    std::string flow, definition, layout;
+  };
+  std::vector<pending_flow> pending_flows_;
   std::string suffix_ = "; the checkpoint was left as it was";
 };
 
