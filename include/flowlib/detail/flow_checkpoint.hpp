@@ -19,8 +19,10 @@
 // Rows and ids. The row_store contract gives a flow its rows (rows()) but
 // not their ids, and a keyed flow's index refers to rows by id. A flow that
 // rebuilds its index from its target's rows therefore re-inserts them
-// (reload_rows): the table holds the same rows afterwards, under ids the
-// flow knows.
+// (rows_by_position / ids_of): with the memory store's for_each_row hook the
+// rows stay where they are and their ids are read; a store without it has
+// its rows re-inserted (reload_rows), the table holding the same rows
+// afterwards, under ids the flow knows.
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
@@ -120,6 +122,53 @@ std::vector<row_id> reload_rows(Store& store, std::vector<typename Store::row_ty
   store.reserve(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) ids[i] = store.insert(std::move(rows[i]));
   return ids;
+}
+
+/// Whether `Store` has the optional hook for_each_row(f), which calls
+/// f(id, row) for every row in id order (the memory store has it).
+template <class Store>
+concept row_store_with_ids = requires(const Store& s) {
+  s.for_each_row([](row_id, const typename Store::row_type&) {});
+};
+
+/// A store's rows by position, and their ids once known. With the hook
+/// for_each_row the rows are read where they are and their ids are known at
+/// once; without it the rows are copied, and ids_of() learns their ids by
+/// re-inserting them (reload_rows).
+template <class Store>
+struct positioned_rows {
+  using row_type = typename Store::row_type;
+  std::vector<const row_type*> rows;
+  std::vector<row_id> ids;
+  std::vector<row_type> copies;
+  std::size_t size() const noexcept { return rows.size(); }
+  const row_type& operator[](std::size_t i) const noexcept { return *rows[i]; }
+};
+
+/// The rows of `store` by position (may throw; `store` is unchanged).
+template <class Store>
+positioned_rows<Store> rows_by_position(const Store& store) {
+  positioned_rows<Store> out;
+  out.rows.reserve(store.size());
+  if constexpr (row_store_with_ids<Store>) {
+    out.ids.reserve(store.size());
+    store.for_each_row([&](row_id id, const typename Store::row_type& r) {
+      out.ids.push_back(id);
+      out.rows.push_back(&r);
+    });
+  } else {
+    out.copies = copy_rows(store);
+    for (const auto& r : out.copies) out.rows.push_back(&r);
+  }
+  return out;
+}
+
+/// The id of each row of `rows`, by position: known already with the hook;
+/// otherwise the rows are re-inserted (reload_rows, with its guarantees).
+template <class Store>
+const std::vector<row_id>& ids_of(Store& store, positioned_rows<Store>& rows) {
+  if constexpr (!row_store_with_ids<Store>) rows.ids = reload_rows(store, rows.copies);
+  return rows.ids;
 }
 
 }  // namespace flowlib::detail

@@ -228,7 +228,7 @@ class AutoCdcFromSnapshot {
     for (std::string_view d : blobs.deltas) last = read_blob(d, checkpoint_scope::delta);
 
     auto& store = target.store();
-    std::vector<Target> rows = detail::copy_rows(store);
+    auto rows = detail::rows_by_position(store);
     index_type index{rows.size(), typename index_type::hasher{},
                      typename index_type::key_equal{key_}};
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -244,9 +244,11 @@ class AutoCdcFromSnapshot {
                               "flow's; the flow's state is unchanged");
       }
     }
-    store.reserve(rows.size());  // the reload's inserts cannot fail after this
+    if constexpr (!detail::row_store_with_ids<std::remove_cvref_t<decltype(store)>>) {
+      store.reserve(rows.size());  // the reload's inserts cannot fail after this
+    }
     binding_.restore(target, kind, name_, /*exclusive=*/true, /*done=*/false, one_target_reason);
-    const std::vector<row_id> ids = detail::reload_rows(store, rows);
+    const std::vector<row_id>& ids = detail::ids_of(store, rows);
     for (auto& [k, e] : index) e.row = ids[e.row];
     index_ = std::move(index);
     last_ = std::move(last);

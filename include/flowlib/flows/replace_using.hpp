@@ -174,7 +174,7 @@ class ReplaceUsing {
 
     // Rebuild by position in a copy of the rows (may throw; nothing changed).
     auto& store = target.store();
-    std::vector<row_type> rows = detail::copy_rows(store);
+    auto rows = detail::rows_by_position(store);
     index_type index{rows.size(), typename index_type::hasher{},
                      typename index_type::key_equal{key_}};
     std::vector<row_id> chain(rows.size(), detail::npos);  // by position
@@ -200,10 +200,12 @@ class ReplaceUsing {
       it->second.head = pos;
       ++it->second.count;
     }
-    store.reserve(rows.size());  // the reload's inserts cannot fail after this
+    if constexpr (!detail::row_store_with_ids<std::remove_cvref_t<decltype(store)>>) {
+      store.reserve(rows.size());  // the reload's inserts cannot fail after this
+    }
     binding_.restore(target, kind, name_, /*exclusive=*/true, /*done=*/false,
                      "a flow keeps the index of exactly one target (R-USING-9)");
-    const std::vector<row_id> ids = detail::reload_rows(store, rows);
+    const std::vector<row_id>& ids = detail::ids_of(store, rows);
     std::vector<row_id> next(store.id_bound(), detail::npos);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       next[ids[i]] = chain[i] == detail::npos ? detail::npos : ids[chain[i]];

@@ -403,6 +403,12 @@ class memory_row_store {
       if (s.live && is_live(s.id) && (flags(s.id) & inserted_bit) == 0) out.push_back(s.id);
     }
   }
+  /// Optional hook: calls f(id, row) for every live row, in id order (a
+  /// flow restored from a checkpoint learns its rows' ids with it).
+  template <class F>
+  void for_each_row(F&& f) const {
+    for (std::size_t i = next_live(0); i < bound_; i = next_live(i + 1)) f(static_cast<row_id>(i), row(static_cast<row_id>(i)));
+  }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
     // The last byte's line too, when the row straddles two.

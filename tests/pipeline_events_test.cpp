@@ -1,0 +1,141 @@
+// The event log a pipeline writes, read back by an independent JSON parser
+// (nlohmann::json): update_progress and flow_progress with their metrics and
+// expectations, errors, and names and messages holding quotes, control
+// characters and non-ASCII text.
+#include <doctest/doctest.h>
+
+#include <flowlib/checkpoint/memory.hpp>
+#include <flowlib/event_log.hpp>
+#include <flowlib/flowlib.hpp>
+#include <flowlib/pipeline.hpp>
+#include <flowlib/source/memory.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fl = flowlib;
+using json = nlohmann::json;
+
+namespace pipeline_events_test {
+
+using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
+
+struct Order {
+  std::int64_t id = 0;
+  std::string note;
+  std::int64_t amount = 0;
+  std::int64_t seq = 0;
+  ms_time at{};
+  friend bool operator==(const Order&, const Order&) = default;
+};
+FLOWLIB_SCHEMA(Order, id, note, amount, seq, at);
+
+using Current = fl::ReplaceUsing<fl::Key<&Order::id>, fl::Seq<&Order::seq>>;
+using Dedup = fl::DedupWithinWatermark<fl::Key<&Order::id, &Order::seq>, fl::EventTime<&Order::at>>;
+
+const ms_time t0{std::chrono::milliseconds(1'700'000'000'000)};
+Order o(std::int64_t id, std::string note, std::int64_t amount, std::int64_t seq) {
+  return {id, std::move(note), amount, seq, t0 + std::chrono::seconds(seq)};
+}
+
+}  // namespace pipeline_events_test
+
+using namespace pipeline_events_test;
+
+TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, parsed by a JSON parser") {
+  // A flow name with a quote, a backslash, a tab, a newline, Japanese,
+  // Indonesian with diacritics and an emoji.
+  const std::string flow = "pesanan \"terkini\"\\\t\n注文_é_😀";
+  fl::MemorySource<Order> feed{"orders"};
+  fl::StreamingTable<Order> current{"current \x01 テーブル"};
+  fl::StreamingTable<fl::Quarantined<Order>> rejected{"rejected"};
+  fl::MemoryCheckpoint ckpt;
+  std::vector<json> events;
+  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  fl::Pipeline p{"toko", ckpt};
+  p.event_log(log);
+  p.flow(flow)
+      .from(feed)
+      .through(Dedup{std::chrono::minutes(5), "dedup"})
+      .quarantine(rejected, fl::expectations(fl::expect_or_quarantine(
+                                "non_negative", [](const Order& x) { return x.amount >= 0; })))
+      .expect(fl::expectations(fl::expect_or_drop("has_note", [](const Order& x) { return !x.note.empty(); }),
+                               fl::expect("small", [](const Order& x) { return x.amount < 100; })))
+      .max_rows_per_batch(3)
+      .into(current, Current{"current"});
+  feed.append(o(1, "a", 5, 1));
+  feed.append(o(1, "a", 5, 1));    // a duplicate: removed by dedup
+  feed.append(o(2, "", 5, 1));     // dropped: has_note
+  feed.append(o(3, "c", -1, 1));   // quarantined
+  feed.append(o(4, "d", 500, 1));  // warned: small
+  fl::UpdateOptions opt;
+  opt.now = std::chrono::sys_days{std::chrono::year{2026} / 12 / 5} + std::chrono::hours(7);
+  const auto summary = p.update(opt);
+
+  REQUIRE(events.size() == 4);  // started, 2 batches, completed
+  CHECK(events[0]["event_type"] == "update_progress");
+  CHECK(events[0]["state"] == "STARTED");
+  CHECK(events[0]["pipeline"] == "toko");
+  CHECK(events[0]["timestamp"] == "2026-12-05T07:00:00.000Z");
+  const json& b0 = events[1];
+  CHECK(b0["event_type"] == "flow_progress");
+  CHECK(b0["flow"].get<std::string>() == flow);
+  CHECK(b0["target"].get<std::string>() == "current \x01 テーブル");
+  CHECK(b0["batch_id"] == 0);
+  CHECK(b0["status"] == "COMPLETED");
+  CHECK(b0["start_position"] == "0:0");
+  CHECK(b0["end_position"] == "0:3");
+  CHECK(b0["metrics"]["num_input_rows"] == 3);
+  CHECK(b0["metrics"]["num_deduplicated_rows"] == 1);
+  CHECK(b0["metrics"]["num_dropped_rows"] == 1);
+  CHECK(b0["metrics"]["num_output_rows"] == 1);
+  const json& b1 = events[2];
+  CHECK(b1["batch_id"] == 1);
+  CHECK(b1["metrics"]["num_input_rows"] == 2);
+  CHECK(b1["metrics"]["num_quarantined_rows"] == 1);
+  const json& dq = b1["data_quality"]["expectations"];
+  REQUIRE(dq.size() == 3);
+  CHECK(dq[0]["name"] == "non_negative");
+  CHECK(dq[0]["action"] == "quarantine");
+  CHECK(dq[0]["failed_records"] == 1);
+  CHECK(dq[1]["name"] == "has_note");
+  CHECK(dq[1]["action"] == "drop");
+  CHECK(dq[2]["name"] == "small");
+  CHECK(dq[2]["action"] == "warn");
+  CHECK(dq[2]["failed_records"] == 1);
+  CHECK(dq[2]["passed_records"] == 0);
+  CHECK(b1["duration_ms"].is_number());
+  CHECK(events[3]["state"] == "COMPLETED");
+  CHECK(events[3]["details"]["batches"] == 2);
+  CHECK(events[3]["details"]["rows"] == 5);
+  CHECK(summary.batches() == 2);
+}
+
+TEST_CASE("Event log: a failed batch writes FAILED events with the error's code and message") {
+  fl::MemorySource<Order> feed{"orders"};
+  fl::StreamingTable<Order> current{"current"};
+  fl::MemoryCheckpoint ckpt;
+  std::vector<json> events;
+  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  fl::Pipeline p{"toko", ckpt};
+  p.event_log(log);
+  p.flow("orders")
+      .from(feed)
+      .expect(fl::expectations(fl::expect_or_fail("positive \"amount\"\n", [](const Order& x) { return x.amount > 0; })))
+      .into(current, Current{"current"});
+  feed.append(o(7, "ünïcödé \x1f", -3, 1));
+  CHECK_THROWS_AS(p.update(), fl::error);
+  REQUIRE(events.size() == 3);
+  CHECK(events[1]["status"] == "FAILED");
+  CHECK(events[1]["error"]["code"] == "EXPECTATION_VIOLATION");
+  const std::string message = events[1]["error"]["message"];
+  CHECK(message.find("positive \"amount\"\n") != std::string::npos);
+  CHECK(message.find("id=7") != std::string::npos);
+  CHECK(events[2]["state"] == "FAILED");
+  CHECK(events[2]["error"]["code"] == "EXPECTATION_VIOLATION");
+  CHECK(current.empty());
+}
