@@ -14,7 +14,11 @@
 //                MemoryCheckpoint, one update() per batch: positions
 //                recorded, rows copied out of the source, the table's change
 //                journal, the state records, the commit record.
-//    pipeline / by_hand is the runtime's overhead. The same again with a
+//    pipeline / by_hand is the runtime's overhead. Two more by-hand rows
+//    take it apart: by_hand+journal runs apply() inside the table's change
+//    journal, as the pipeline does; by_hand+journal+copy also copies the
+//    batch into a vector and hands it on as moved rows, as the flow runner
+//    does with the rows it reads. The same again with a
 //    DedupWithinWatermark in front (5% of the rows redelivered; a delay that
 //    keeps about 1e5 identities): by hand, dedup.process_into() then
 //    apply(); in the pipeline, .through(dedup).
@@ -179,10 +183,21 @@ row_pool& row_pool_for(const overhead_config& c) {
   return *pool;
 }
 
+/// How much of the pipeline's work a by-hand rig does besides apply().
+enum class hand_mode {
+  plain,    ///< apply() on the pre-built batch (grouped by pointer: only survivors copied)
+  journal,  ///< inside the table's change journal, as the pipeline does
+  runner,   ///< also as the flow runner does: the batch copied into a vector
+            ///< (as read() out of the source), then handed on as moved rows
+};
+
 /// By hand: apply() (after process_into() with a dedup) on the pool's
 /// batches, raised to the next epoch in place at each wrap.
+template <hand_mode M>
 struct by_hand_rig {
-  static constexpr const char* name = "by_hand";
+  static constexpr const char* name = M == hand_mode::plain     ? "by_hand"
+                                      : M == hand_mode::journal ? "by_hand+journal"
+                                                                : "by_hand+journal+copy";
   explicit by_hand_rig(row_pool& p) : pool(&p), batches(p.batches) {
     if (p.cfg.dedup) dedup.emplace(row_dedup_delay(), "dedup");
     run(pool->initial);
@@ -196,14 +211,28 @@ struct by_hand_rig {
   }
   void step() { run(batches[cursor++]); }
   void run(const std::vector<Row>& batch) {
-    if (dedup) {
+    if constexpr (M != hand_mode::plain) table.store().begin_journal();
+    if constexpr (M == hand_mode::runner) {
+      rows.clear();
+      rows.insert(rows.end(), batch.begin(), batch.end());
+      if (dedup) {
+        fresh.clear();
+        dedup->process_into(moved(rows), fresh);
+        rows.swap(fresh);
+      }
+      stats = flow.apply(table, moved(rows));
+    } else if (dedup) {
       fresh.clear();
       dedup->process_into(batch, fresh);
       stats = flow.apply(table, fresh);
     } else {
       stats = flow.apply(table, batch);
     }
+    if constexpr (M != hand_mode::plain) table.store().commit_journal();
     benchmark::DoNotOptimize(stats.applied_rows);
+  }
+  static auto moved(std::vector<Row>& v) {
+    return std::ranges::subrange(std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
   }
 
   row_pool* pool;
@@ -213,6 +242,7 @@ struct by_hand_rig {
   fl::StreamingTable<Row> table{"target"};
   Replace flow{"target"};
   std::optional<RowDedup> dedup;
+  std::vector<Row> rows;
   std::vector<Row> fresh;
   fl::BatchStats stats;
 };
@@ -290,7 +320,8 @@ void bm_overhead(benchmark::State& state, overhead_config c) {
 /// end with the same table; every update() must run exactly one batch.
 void check_overhead(const overhead_config& c) {
   row_pool& pool = row_pool_for(c);
-  auto hand = std::make_unique<by_hand_rig>(pool);
+  auto hand = std::make_unique<by_hand_rig<hand_mode::plain>>(pool);
+  auto runner = std::make_unique<by_hand_rig<hand_mode::runner>>(pool);
   auto pipe = std::make_unique<pipeline_rig>(pool);
   const std::string where = " (" + label(c) + ")";
   std::uint64_t replaced = 0;
@@ -298,8 +329,10 @@ void check_overhead(const overhead_config& c) {
   const std::size_t steps = pool.batches.size() * 2 + 1;
   for (std::size_t s = 0; s < steps; ++s) {
     if (hand->needs_refill()) hand->refill();
+    if (runner->needs_refill()) runner->refill();
     if (pipe->needs_refill()) pipe->refill();
     hand->step();
+    runner->step();
     pipe->step();
     const auto* f = pipe->summary.flow("target");
     fb::require(f != nullptr && f->batches == 1 && f->input_rows == static_cast<std::uint64_t>(c.batch),
@@ -313,6 +346,8 @@ void check_overhead(const overhead_config& c) {
   fb::require(!c.dedup || duplicates > 0, "the dedup drops redelivered rows" + where);
   fb::require(hand->table.sorted_rows() == pipe->table.sorted_rows(),
               "by hand and the pipeline end with the same table" + where);
+  fb::require(runner->table.sorted_rows() == pipe->table.sorted_rows(),
+              "by hand as the runner does and the pipeline end with the same table" + where);
 }
 
 // --- Part 2: commit cost against state size ------------------------------------------
@@ -604,7 +639,9 @@ int main(int argc, char** argv) {
   }
   // Both ways of one configuration back to back, on the same pool.
   for (const auto& c : bench::overhead_configs()) {
-    bench::register_overhead<bench::by_hand_rig>(c, min_time_given);
+    bench::register_overhead<bench::by_hand_rig<bench::hand_mode::plain>>(c, min_time_given);
+    bench::register_overhead<bench::by_hand_rig<bench::hand_mode::journal>>(c, min_time_given);
+    bench::register_overhead<bench::by_hand_rig<bench::hand_mode::runner>>(c, min_time_given);
     bench::register_overhead<bench::pipeline_rig>(c, min_time_given);
   }
   for (std::int64_t n : bench::state_sizes())
