@@ -33,7 +33,8 @@
 //    (FileCheckpoint in a temporary directory: fsyncs included, that is the
 //    real cost). Each update is timed on its own and counted apart as a
 //    delta or a snapshot update: the counters delta_us and snapshot_us are
-//    the medians of each kind within a run, delta_bytes and snapshot_bytes
+//    the medians of each kind within a run (delta1_us and delta9_us: of the
+//    first and of the ninth delta after a snapshot), delta_bytes and snapshot_bytes
 //    the bytes the checkpoint stored for one batch (records with their
 //    frames; support/pipeline_rig.hpp counts them). Wall time, not CPU
 //    time: a process waiting for fsync uses no CPU.
@@ -518,6 +519,8 @@ void bm_commit(benchmark::State& state, commit_config c) {
   commit_rig& rig = fb::fixture_in_slot<commit_rig>(
       pool_id, [&] { return std::make_unique<commit_rig>(c.state_keys, c.kind); });
   std::vector<double> delta_s, snapshot_s, delta_bytes, snapshot_bytes;
+  std::vector<double> after_snapshot_s, before_snapshot_s;  // the first and the ninth delta of a cycle
+  int since_snapshot = -1;  // -1: no snapshot seen yet in this run
   for (auto _ : state) {
     if (rig.needs_refill()) {
       state.PauseTiming();
@@ -526,6 +529,13 @@ void bm_commit(benchmark::State& state, commit_config c) {
     }
     const update_sample s = rig.step();
     (s.writes.snapshot ? snapshot_s : delta_s).push_back(s.seconds);
+    if (s.writes.snapshot) {
+      since_snapshot = 0;
+    } else if (since_snapshot >= 0) {
+      ++since_snapshot;
+      if (since_snapshot == 1) after_snapshot_s.push_back(s.seconds);
+      if (since_snapshot == 9) before_snapshot_s.push_back(s.seconds);
+    }
     if (c.kind != commit_kind::by_hand)
       (s.writes.snapshot ? snapshot_bytes : delta_bytes).push_back(static_cast<double>(s.writes.stored_bytes()));
   }
@@ -536,6 +546,10 @@ void bm_commit(benchmark::State& state, commit_config c) {
     state.counters["snapshot_us"] = median(snapshot_s) * 1e6;
     state.counters["snapshot_bytes"] = median(snapshot_bytes);
     state.counters["snapshots"] = static_cast<double>(snapshot_s.size());
+    // Whether a delta update pays for the snapshot before it (a cache the
+    // snapshot flushed): the first delta after a snapshot against the ninth.
+    state.counters["delta1_us"] = median(after_snapshot_s) * 1e6;
+    state.counters["delta9_us"] = median(before_snapshot_s) * 1e6;
   }
 }
 
