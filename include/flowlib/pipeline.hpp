@@ -432,8 +432,8 @@ class Pipeline final : private detail::flow_registry {
       sum.batches += 1;
       sum.input_rows += out.stats.input_rows;
       sum.output_rows += out.output_rows;
-      sum.upserted_rows += out.stats.upserted_rows;
-      sum.deleted_rows += out.stats.deleted_rows;
+      sum.upserted_rows += out.upserted_rows;
+      sum.deleted_rows += out.deleted_rows;
       sum.dropped_rows += out.stats.dropped_rows;
       sum.quarantined_rows += out.quarantined_rows;
       sum.deduplicated_rows += out.deduplicated_rows;
@@ -558,10 +558,10 @@ class Pipeline final : private detail::flow_registry {
     ev.end_position = p.to.to_string();
     ev.duration_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    ev.metrics.num_input_rows = out.stats.input_rows;
+    ev.metrics.num_input_rows = e != nullptr ? r.rows_read() : out.stats.input_rows;
     ev.metrics.num_output_rows = out.output_rows;
-    ev.metrics.num_upserted_rows = out.stats.upserted_rows;
-    ev.metrics.num_deleted_rows = out.stats.deleted_rows;
+    ev.metrics.num_upserted_rows = out.upserted_rows;
+    ev.metrics.num_deleted_rows = out.deleted_rows;
     ev.metrics.num_dropped_rows = out.stats.dropped_rows;
     ev.metrics.num_quarantined_rows = out.quarantined_rows;
     ev.metrics.num_deduplicated_rows = out.deduplicated_rows;

@@ -65,6 +65,11 @@ class checkpoint_store {
   virtual std::vector<std::string> list(std::string_view path) const = 0;
   /// Removes `path` and everything under it (nothing when absent).
   virtual void remove(std::string_view path) = 0;
+  /// Removes each of `paths` as remove() does; a store may make the removals
+  /// durable together (one directory fsync for many files).
+  virtual void remove_many(const std::vector<std::string>& paths) {
+    for (const auto& p : paths) remove(p);
+  }
 
   /// Brackets one micro-batch's records (see the header comment).
   virtual void begin_batch() {}

@@ -10,8 +10,8 @@
 //                                         and its components' kinds (for an import)
 //   flows/<F>/offsets/<N>                 batch N's planned positions (from, to)
 //   flows/<F>/commits/<N>                 batch N committed: its end position
-//   flows/<F>/state/<N>/<c>.delta         component c's delta after batch N
-//   flows/<F>/state/<N>/<c>.snapshot      component c's whole state after batch N
+//   flows/<F>/state/<N>.<c>.delta         component c's delta after batch N
+//   flows/<F>/state/<N>.<c>.snapshot      component c's whole state after batch N
 //   imports/<F>                           the flow's IMPORT CHECKPOINT was taken
 //
 // <F> is the flow's name in lowercase hex (any name is a safe path), <N> a
@@ -220,11 +220,10 @@ class checkpoint_log {
   /// (committed). Throws checkpoint_corrupt when a delta is missing.
   component_records load_state(std::string_view flow, std::uint64_t last, std::size_t c) const {
     component_records out;
-    const std::string dir = flow_dir(flow) + "/state";
     std::vector<std::uint64_t> batches;
-    for (const auto& name : store_->list(dir)) {
-      auto n = parse_batch(name);
-      if (n && *n <= last) batches.push_back(*n);
+    for (const auto& name : store_->list(flow_dir(flow) + "/state")) {
+      auto n = parse_batch(std::string_view(name).substr(0, 20));
+      if (n && *n <= last && (batches.empty() || batches.back() != *n)) batches.push_back(*n);
     }
     // The newest snapshot at or before `last`.
     std::size_t from = 0;
@@ -253,18 +252,21 @@ class checkpoint_log {
   /// and commits more than `retain` batches older than it.
   void purge_before(std::string_view flow, std::uint64_t snapshot_batch, std::uint64_t retain) {
     const std::string dir = flow_dir(flow);
+    std::vector<std::string> doomed;
     for (const auto& name : store_->list(dir + "/state")) {
-      auto n = parse_batch(name);
-      if (n && *n < snapshot_batch) store_->remove(dir + "/state/" + name);
+      auto n = parse_batch(std::string_view(name).substr(0, 20));
+      if (n && *n < snapshot_batch) doomed.push_back(dir + "/state/" + name);
     }
-    if (snapshot_batch <= retain) return;
-    const std::uint64_t keep_from = snapshot_batch - retain;
-    for (const char* sub : {"/offsets", "/commits"}) {
-      for (const auto& name : store_->list(dir + sub)) {
-        auto n = parse_batch(name);
-        if (n && *n < keep_from) store_->remove(dir + sub + "/" + name);
+    if (snapshot_batch > retain) {
+      const std::uint64_t keep_from = snapshot_batch - retain;
+      for (const char* sub : {"/offsets", "/commits"}) {
+        for (const auto& name : store_->list(dir + sub)) {
+          auto n = parse_batch(name);
+          if (n && *n < keep_from) doomed.push_back(dir + sub + "/" + name);
+        }
       }
     }
+    if (!doomed.empty()) store_->remove_many(doomed);
   }
 
   /// Removes every record of `flow` but its definition (a full refresh).
@@ -298,15 +300,16 @@ class checkpoint_log {
         if (auto rec = from.read(src + sub + "/" + name)) store_->write(dst + sub + "/" + name, *rec);
       }
     }
-    for (const auto& batch : from.list(src + "/state")) {
-      for (const auto& name : from.list(src + "/state/" + batch)) {
-        const auto dot = name.find('.');
-        if (dot == std::string::npos) continue;
-        for (const auto& [a, b] : mapping) {
-          if (name.substr(0, dot) != std::to_string(a)) continue;
-          if (auto rec = from.read(src + "/state/" + batch + "/" + name)) {
-            store_->write(dst + "/state/" + batch + "/" + std::to_string(b) + name.substr(dot), *rec);
-          }
+    for (const auto& name : from.list(src + "/state")) {
+      // <N>.<c>.<scope>
+      const auto dot = name.find('.');
+      const auto dot2 = dot == std::string::npos ? dot : name.find('.', dot + 1);
+      if (dot2 == std::string::npos) continue;
+      const std::string comp = name.substr(dot + 1, dot2 - dot - 1);
+      for (const auto& [a, b] : mapping) {
+        if (comp != std::to_string(a)) continue;
+        if (auto rec = from.read(src + "/state/" + name)) {
+          store_->write(dst + "/state/" + name.substr(0, dot + 1) + std::to_string(b) + name.substr(dot2), *rec);
         }
       }
     }
@@ -315,7 +318,7 @@ class checkpoint_log {
  private:
   static std::string state_path(std::string_view flow, std::uint64_t n, std::size_t c,
                                 checkpoint_scope scope) {
-    return flow_dir(flow) + "/state/" + batch_name(n) + "/" + std::to_string(c) +
+    return flow_dir(flow) + "/state/" + batch_name(n) + "." + std::to_string(c) +
            (scope == checkpoint_scope::snapshot ? ".snapshot" : ".delta");
   }
 

@@ -85,6 +85,11 @@ struct batch_outcome {
   std::uint64_t quarantined_rows = 0;
   std::uint64_t deduplicated_rows = 0;  ///< duplicates the operators removed
   std::uint64_t late_rows = 0;          ///< late rows the operators removed
+  /// Rows written and removed: AUTO CDC's num_upserted_rows and
+  /// num_deleted_rows; REPLACE USING and append: rows applied, and rows a
+  /// higher sequence replaced.
+  std::uint64_t upserted_rows = 0;
+  std::uint64_t deleted_rows = 0;
   bool skipped = false;                 ///< a ONCE flow that had run
 };
 
@@ -120,6 +125,8 @@ class flow_runner {
   virtual source_position plan(const source_position& from, std::size_t limit) const = 0;
 
   virtual void begin() = 0;
+  /// Rows the last run() read from the source (also when it failed later).
+  std::uint64_t rows_read() const noexcept { return rows_read_; }
   virtual batch_outcome run(const planned_batch& p, std::uint64_t batch_id,
                             const fault_fn& fault) = 0;
   virtual void write_state(std::size_t component, checkpoint_scope scope,
@@ -146,6 +153,7 @@ class flow_runner {
   explicit flow_runner(std::string name) : name_(std::move(name)) {}
   std::string name_;
   bool log_appends_ = false;
+  std::uint64_t rows_read_ = 0;
 };
 
 // --- Stages --------------------------------------------------------------------------
@@ -326,8 +334,10 @@ class typed_flow_runner final : public flow_runner {
     batch_outcome outcome;
     std::vector<ExpectationMetrics> qmetrics;
     rows_.clear();
+    rows_read_ = 0;
     source_->read(p.from, p.to, rows_);
     const std::uint64_t read = rows_.size();
+    rows_read_ = read;
     stage_context ctx{name_, batch_id, outcome, qmetrics};
     std::apply([&](auto&... s) { (s.run(rows_, ctx), ...); }, stages_);
     for_each_quarantine([&](auto& q) { outcome.quarantined_rows += q.pending.size(); });
@@ -341,12 +351,22 @@ class typed_flow_runner final : public flow_runner {
         const BatchStats s = policy_.apply_snapshot(*target_, move_range(snap.rows), snap.version);
         add(outcome.stats, s);
       }
-    } else if constexpr (Checks::size > 0) {
+    } else if constexpr (Policy::kind == append_flow_kind) {
+      // An append moves each row into its slot; the others group the
+      // batch by pointer into rows_ (which stays put) and copy only the
+      // rows that survive.
       outcome.stats = policy_.apply(*target_, move_range(rows_), checks_);
     } else {
-      outcome.stats = policy_.apply(*target_, move_range(rows_));
+      outcome.stats = policy_.apply(*target_, rows_, checks_);
     }
     outcome.output_rows = outcome.stats.input_rows - outcome.stats.dropped_rows;
+    if constexpr (requires { typename Policy::change_type; } || snapshot_flow) {
+      outcome.upserted_rows = outcome.stats.upserted_rows;  // AUTO CDC's own counts (R-CDC-7)
+      outcome.deleted_rows = outcome.stats.deleted_rows;
+    } else if constexpr (!sink) {
+      outcome.upserted_rows = outcome.stats.applied_rows;  // rows written
+      outcome.deleted_rows = outcome.stats.replaced_rows;  // rows a higher sequence replaced
+    }
     outcome.skipped = outcome.stats.skipped;
     outcome.stats.input_rows = read;
     outcome.stats.expectations.insert(outcome.stats.expectations.begin(), qmetrics.begin(),

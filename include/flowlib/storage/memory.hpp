@@ -274,7 +274,7 @@ class memory_row_store {
   }
 
   void assign(row_id id, Row&& r) noexcept {
-    if (journal_) save_live(id);
+    if (journal_) save_live(id, /*move=*/true);  // the old value is overwritten anyway
     row(id) = std::move(r);
   }
   void erase(row_id id) noexcept {
