@@ -304,3 +304,96 @@ TEST_CASE("Pipeline: multi-hop through TableSource runs writers before readers")
   CHECK(rows_of(silver) == std::vector<Booking>{b(1, "c", 1, 3)});
   CHECK(rows_of(gold) == std::vector<Booking>{b(1, "b", 1, 2), b(1, "c", 1, 3)});
 }
+
+namespace pipeline_test {
+
+struct Hist {
+  std::int64_t id = 0;
+  std::string status;
+  std::int64_t amount = 0;
+  std::int64_t start_at = 0;
+  std::optional<std::int64_t> end_at;
+  friend bool operator==(const Hist&, const Hist&) = default;
+};
+FLOWLIB_SCHEMA(Hist, id, status, amount, (start_at, "__START_AT"), (end_at, "__END_AT"));
+struct Cur {
+  std::int64_t id = 0;
+  std::string status;
+  std::int64_t amount = 0;
+  friend bool operator==(const Cur&, const Cur&) = default;
+};
+FLOWLIB_SCHEMA(Cur, id, status, amount);
+
+using Cdc1 = fl::AutoCdc<fl::Key<&Booking::id>, fl::Seq<&Booking::seq>, fl::Scd1, fl::except_column_list<"seq", "at">>;
+using Cdc2 = fl::AutoCdc<fl::Key<&Booking::id>, fl::Seq<&Booking::seq>, fl::Scd2<>, fl::except_column_list<"seq", "at">>;
+
+// Dedup, then an expectation that fails the first attempt, into `into`:
+// the repaired retry must give what a run that never failed gives.
+template <class Into>
+void dedup_then_failure(Into into) {
+  auto run = [&](bool fail_once) {
+    fl::MemorySource<Booking> feed{"feed", {.partitions = 1, .guarantee = fl::delivery::at_least_once}};
+    fl::MemoryCheckpoint ckpt;
+    bool failing = fail_once;
+    fl::Pipeline p{"p", ckpt};
+    auto result = into(p, feed, [&failing](const Booking& x) { return !failing || x.amount != 13; });
+    feed.append(b(1, "a", 1, 1, 0));
+    feed.append(b(1, "a", 1, 1, 0));  // a redelivery
+    feed.append(b(2, "b", 13, 1, 1));  // fails the first attempt
+    feed.append(b(1, "c", 2, 2, 2));
+    if (fail_once) {
+      CHECK_THROWS_AS(p.update(), fl::error);
+      failing = false;
+    }
+    const auto s = p.update();
+    CHECK(s.flows[0].input_rows == 4);
+    CHECK(s.flows[0].deduplicated_rows == 1);
+    return result();
+  };
+  CHECK(run(true) == run(false));
+}
+
+}  // namespace pipeline_test
+
+TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of every flow type") {
+  auto checks = [](auto pred) { return fl::expectations(fl::expect_or_fail("amount", pred)); };
+  auto dedup = [] { return Dedup{std::chrono::minutes(5), "dedup"}; };
+  SUBCASE("APPEND") {
+    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+      auto t = std::make_shared<fl::StreamingTable<Booking>>("t");
+      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, fl::Append{"f"});
+      return [t] { return t->sorted_rows(); };
+    });
+  }
+  SUBCASE("REPLACE USING") {
+    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+      auto t = std::make_shared<fl::StreamingTable<Booking>>("t");
+      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, Current{"f"});
+      return [t] { return t->sorted_rows(); };
+    });
+  }
+  SUBCASE("AUTO CDC SCD1") {
+    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+      auto t = std::make_shared<fl::StreamingTable<Cur>>("t");
+      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, Cdc1{"f"});
+      return [t] { return t->sorted_rows(); };
+    });
+  }
+  SUBCASE("AUTO CDC SCD2") {
+    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+      auto t = std::make_shared<fl::StreamingTable<Hist>>("t");
+      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, Cdc2{"f"});
+      return [t] { return t->sorted_rows(); };
+    });
+  }
+  SUBCASE("FOREACH BATCH") {
+    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+      auto got = std::make_shared<std::map<std::uint64_t, std::vector<Booking>>>();
+      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(
+          fl::ForeachBatch<Booking>{[got](std::uint64_t id, std::span<const Booking> rows) {
+            (*got)[id] = std::vector<Booking>(rows.begin(), rows.end());
+          }});
+      return [got] { return *got; };
+    });
+  }
+}

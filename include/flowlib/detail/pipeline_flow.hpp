@@ -344,7 +344,23 @@ class typed_flow_runner final : public flow_runner {
     if (fault) fault(fault_point::before_table_write, name_, batch_id);
 
     if constexpr (sink) {
+      // A sink has no admit step of its own: the expectations run here
+      // (R-EXPECT-1), as a flow policy runs them.
       outcome.stats.input_rows = rows_.size();
+      if constexpr (Checks::size > 0) {
+        typename Checks::counts_type counts;
+        const auto describe = [](const row_type& r) { return describe_row(r); };
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < rows_.size(); ++i) {
+          if (checks_.check(rows_[i], counts, name_, describe)) {
+            if (kept != i) rows_[kept] = std::move(rows_[i]);
+            ++kept;
+          }
+        }
+        outcome.stats.dropped_rows = rows_.size() - kept;
+        rows_.resize(kept);
+        checks_.report(counts, outcome.stats.expectations);
+      }
       policy_.deliver(batch_id, std::span<const row_type>(rows_));
     } else if constexpr (snapshot_flow) {
       for (auto& snap : rows_) {
