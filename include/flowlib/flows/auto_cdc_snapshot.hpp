@@ -367,7 +367,7 @@ class AutoCdcFromSnapshot {
       }
       entry& e = it->second;
       e.seen = stamp_;
-      const Target& cur = store.get(e.row);
+      const Target& cur = std::as_const(store).get(e.row);
       if (M::equal_change(cur, r)) continue;  // unchanged: no write
       ++stats.upserted_rows;
       const std::uint32_t slot = ts.alloc();

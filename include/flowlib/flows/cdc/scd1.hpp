@@ -315,7 +315,7 @@ class cdc_scd1_planned : public cdc_staging<K, S, Scd, Options...> {
   bool same_as_stored(const Store& store, const scd1_entry& e, op o, const change_type& row) const {
     if (o == op::remove) return e.row == no_row;
     if (e.row == no_row) return false;
-    const Target& t = store.get(e.row);
+    const Target& t = std::as_const(store).get(e.row);
     bool same = true;
     mapping<Target>::for_each([&](auto tc, auto cc) {
       using TC = decltype(tc);

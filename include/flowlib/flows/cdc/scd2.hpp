@@ -193,7 +193,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
       plan.from = hit ? static_cast<std::uint32_t>(hit->versions.size()) : 0;
       if (hit && !hit->versions.empty() &&
           !end_col<Target>::get(store.get(hit->versions.back())).has_value()) {
-        const Target& stored = store.get(hit->versions.back());
+        const Target& stored = std::as_const(store).get(hit->versions.back());
         const std::uint32_t c = order_[sb];
         if constexpr (close_in_place<Store, Target>) {
           // The common case: the first new change closes the stored
@@ -262,7 +262,7 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
         w = v;
         plan.from = static_cast<std::uint32_t>(v);
         if (v > 0) {
-          const Target& prev = store.get(vs[v - 1]);
+          const Target& prev = std::as_const(store).get(vs[v - 1]);
           const auto& prev_end = end_col<Target>::get(prev);
           if (prev_end.has_value() && !(*prev_end < start) && !(start < *prev_end)) {
             cur = ts.alloc();

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <iterator>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace flowlib::detail {
@@ -238,7 +239,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
                                            std::size_t& w, bool& closed) noexcept {
     using Target = typename Store::row_type;
     for (; w < vs.size(); ++w, closed = false) {
-      const Target& row = store.get(vs[w]);
+      const Target& row = std::as_const(store).get(vs[w]);
       if (!closed) return &start_col<Target>::get(row);
       const auto& end = end_col<Target>::get(row);
       if (!end.has_value()) continue;
