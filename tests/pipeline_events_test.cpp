@@ -139,3 +139,22 @@ TEST_CASE("Event log: a failed batch writes FAILED events with the error's code 
   CHECK(events[2]["error"]["code"] == "EXPECTATION_VIOLATION");
   CHECK(current.empty());
 }
+
+TEST_CASE("Event log: update ids go on increasing across a restart over the same checkpoint") {
+  fl::MemorySource<Order> feed{"orders"};
+  fl::StreamingTable<Order> current{"current"};
+  fl::MemoryCheckpoint ckpt;
+  std::vector<json> events;
+  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  for (int restart = 0; restart < 3; ++restart) {
+    fl::Pipeline p{"toko", ckpt};
+    p.event_log(log);
+    p.flow("orders").from(feed).into(current, Current{"orders"});
+    feed.append(o(restart, "x", 1, 1));
+    p.update();
+  }
+  REQUIRE(events.size() == 9);
+  CHECK(events[0]["update_id"] == 1);
+  CHECK(events[3]["update_id"] == 2);
+  CHECK(events[6]["update_id"] == 3);
+}

@@ -264,6 +264,7 @@ class Pipeline final : private detail::flow_registry {
   void open() {
     if (opened_) return;
     // Reads and checks first: a refused open writes nothing.
+    log_.clear_pending();
     log_.open_pipeline(name_);
     for (auto& r : runners_) log_.open_flow(r->name(), r->definition(), r->component_layout());
     for (auto& r : runners_) {
@@ -351,7 +352,7 @@ class Pipeline final : private detail::flow_registry {
     }
     detail::checkpoint_log other(const_cast<checkpoint_store&>(*r.import_from));
     import_plan plan;
-    if (auto last = other.last_commit(r.import_flow)) plan.last = last->first;
+    if (auto last = other.last_commit(r.import_flow)) plan.last = last->batch;
     if (src_policy) {
       plan.mapping.emplace_back(0, 0);
     } else {
@@ -392,7 +393,10 @@ class Pipeline final : private detail::flow_registry {
   void restore(detail::flow_runner& r) {
     std::vector<detail::component_records> recs(r.components());
     if (auto last = log_.last_commit(r.name())) {
-      for (std::size_t c = 0; c < recs.size(); ++c) recs[c] = log_.load_state(r.name(), last->first, c);
+      for (std::size_t c = 0; c < recs.size(); ++c) recs[c] = log_.load_state(r.name(), last->batch, c);
+      // Update ids continue across restarts (an update that committed
+      // nothing leaves no trace, and its id may be given again).
+      update_id_ = std::max(update_id_, last->update_id);
     }
     r.restore(recs);
   }
@@ -410,8 +414,8 @@ class Pipeline final : private detail::flow_registry {
     std::uint64_t next = 0;
     source_position from = r.start();
     if (auto last = log_.last_commit(r.name())) {
-      next = last->first + 1;
-      from = last->second;
+      next = last->batch + 1;
+      from = last->end;
     }
     const std::size_t limit =
         r.once() ? 0 : (r.max_rows_per_batch != 0 ? r.max_rows_per_batch : options_.max_rows_per_batch);
@@ -467,7 +471,7 @@ class Pipeline final : private detail::flow_registry {
       }
       fault(fault_point::before_commit, r.name(), n);
       commit_written = true;
-      log_.write_commit(r.name(), n, p.to);
+      log_.write_commit(r.name(), n, p.to, update_id);
       store_->commit_batch();
     } catch (...) {
       const std::exception_ptr e = std::current_exception();
@@ -491,7 +495,7 @@ class Pipeline final : private detail::flow_registry {
   bool committed(detail::flow_runner& r, std::uint64_t n) noexcept {
     try {
       auto last = log_.last_commit(r.name());
-      return last && last->first == n;
+      return last && last->batch == n;
     } catch (...) {
       return false;
     }

@@ -9,7 +9,7 @@
 //   flows/<F>/definition                  what the flow is (kind, source, target, stages)
 //                                         and its components' kinds (for an import)
 //   flows/<F>/offsets/<N>                 batch N's planned positions (from, to)
-//   flows/<F>/commits/<N>                 batch N committed: its end position
+//   flows/<F>/commits/<N>                 batch N committed: its end position, its update
 //   flows/<F>/state/<N>.<c>.delta         component c's delta after batch N
 //   flows/<F>/state/<N>.<c>.snapshot      component c's whole state after batch N
 //   imports/<F>                           the flow's IMPORT CHECKPOINT was taken
@@ -94,6 +94,12 @@ class checkpoint_log {
 
   // --- The pipeline record ---------------------------------------------------------
 
+  /// Forgets the records an earlier, refused open remembered to write.
+  void clear_pending() noexcept {
+    pending_pipeline_.reset();
+    pending_flows_.clear();
+  }
+
   /// Checks the pipeline record against `name`, or writes it when absent.
   /// Throws checkpoint_mismatch naming both pipelines.
   void open_pipeline(std::string_view name) {
@@ -170,8 +176,14 @@ class checkpoint_log {
 
   // --- Batches -----------------------------------------------------------------------
 
-  /// The last committed batch of `flow` and its end position.
-  std::optional<std::pair<std::uint64_t, source_position>> last_commit(std::string_view flow) const {
+  /// The last committed batch of `flow`: its id, its end position, and the
+  /// update that committed it.
+  struct commit_record {
+    std::uint64_t batch = 0;
+    source_position end;
+    std::uint64_t update_id = 0;
+  };
+  std::optional<commit_record> last_commit(std::string_view flow) const {
     const auto names = store_->list(flow_dir(flow) + "/commits");
     for (auto it = names.rbegin(); it != names.rend(); ++it) {
       auto n = parse_batch(*it);
@@ -179,8 +191,11 @@ class checkpoint_log {
       auto rec = store_->read(flow_dir(flow) + "/commits/" + *it);
       if (!rec) continue;
       byte_reader r = reader(*rec, flow);
-      source_position end = source_position::read(r);
-      return std::pair{*n, std::move(end)};
+      commit_record c;
+      c.batch = *n;
+      c.end = source_position::read(r);
+      c.update_id = r.integer<std::uint64_t>();
+      return c;
     }
     return std::nullopt;
   }
@@ -209,10 +224,12 @@ class checkpoint_log {
     store_->write(state_path(flow, n, component, scope), bytes);
   }
 
-  void write_commit(std::string_view flow, std::uint64_t n, const source_position& end) {
+  void write_commit(std::string_view flow, std::uint64_t n, const source_position& end,
+                    std::uint64_t update_id) {
     std::string b;
     byte_writer w{b};
     end.write(w);
+    w.integer<std::uint64_t>(update_id);
     store_->write(flow_dir(flow) + "/commits/" + batch_name(n), b);
   }
 
