@@ -397,3 +397,42 @@ TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of ev
     });
   }
 }
+
+TEST_CASE("Pipeline: snapshots are spread over at least a snapshot's worth of deltas, so a commit's cost follows the batch") {
+  fl::MemorySource<Booking> feed{"feed"};
+  fl::StreamingTable<Booking> log{"log"};
+  fl::MemoryCheckpoint ckpt;
+  const std::string dir = "flows/" + std::string("6c6f67") + "/state/";  // hex("log")
+  std::vector<std::uint64_t> snapshot_batches;
+  auto declare = [&](fl::Pipeline& p) {
+    p.flow("log").from(feed).through(Dedup{std::chrono::hours(24), "dedup"}).max_rows_per_batch(10).into(log, fl::Append{"log"});
+  };
+  std::int64_t seq = 0;
+  {
+    fl::Pipeline p{"p", ckpt, {.snapshot_interval = 2}};
+    declare(p);
+    for (std::uint64_t batch = 0; batch < 60; ++batch) {
+      for (int i = 0; i < 10; ++i, ++seq) feed.append(b(seq, "x", 1, seq, static_cast<int>(seq)));
+      p.update();
+      const std::string name = fl::detail::checkpoint_log::batch_name(batch) + ".1.snapshot";
+      if (ckpt.raw(dir + name)) snapshot_batches.push_back(batch);
+    }
+  }
+  // The dedup state grows by 10 identities a batch: each snapshot is larger
+  // than the last, and the gaps between snapshots grow with it.
+  REQUIRE(snapshot_batches.size() >= 3);
+  CHECK(snapshot_batches.front() == 0);
+  CHECK(snapshot_batches.size() < 12);  // every 2 batches would be 30
+  for (std::size_t i = 2; i < snapshot_batches.size(); ++i) {
+    CHECK(snapshot_batches[i] - snapshot_batches[i - 1] >= snapshot_batches[i - 1] - snapshot_batches[i - 2]);
+  }
+  // A restart restores from the last snapshot and the deltas after it.
+  feed.append(b(0, "x", 1, 0, 0));  // a duplicate of the first row
+  feed.append(b(seq, "x", 1, seq, static_cast<int>(seq)));
+  fl::Pipeline p{"p", ckpt, {.snapshot_interval = 2}};
+  declare(p);
+  const auto s = p.update();
+  CHECK(s.flows[0].input_rows == 2);
+  CHECK(s.flows[0].deduplicated_rows == 1);
+  CHECK(log.size() == 601);
+}

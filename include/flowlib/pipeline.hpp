@@ -21,7 +21,8 @@
 //   2. the rows between them are read and go through the flow's stages and
 //      policy; the tables it writes keep a journal of their changes;
 //   3. each stateful component (the policy, then each operator) writes its
-//      delta, or every snapshot_interval batches its whole state;
+//      delta, or now and then its whole state (a snapshot; see
+//      PipelineOptions::snapshot_interval for when);
 //   4. the commit record is written: only now does the batch count.
 // A failure at any step (the fault_hook tests every one) undoes the batch's
 // table changes through the journals and restores the flow's state from
@@ -66,8 +67,14 @@ namespace flowlib {
 
 /// @brief Settings of a Pipeline.
 struct PipelineOptions {
-  /// Each flow writes its whole state every this many batches, deltas in
-  /// between; a restore reads at most this many deltas. At least 1.
+  /// When a flow writes its whole state (a snapshot) instead of a delta:
+  /// at its first batch, then once at least this many batches *and* at
+  /// least as many delta bytes as the last snapshot's size were written
+  /// since that snapshot. The second condition keeps a commit's cost
+  /// proportional to the batch even when the state is large (a snapshot's
+  /// cost is spread over at least as much delta work); a restore reads the
+  /// last snapshot and less than a snapshot's worth of deltas, or fewer
+  /// than this many. At least 1.
   std::uint64_t snapshot_interval = 10;
   /// Offset and commit records kept behind the last snapshot (for people
   /// reading the checkpoint; a restore needs none of them).
@@ -392,8 +399,19 @@ class Pipeline final : private detail::flow_registry {
 
   void restore(detail::flow_runner& r) {
     std::vector<detail::component_records> recs(r.components());
+    r.snapshots = {};
+    r.snapshots.any = recs.empty();  // a flow without state has nothing to snapshot
     if (auto last = log_.last_commit(r.name())) {
       for (std::size_t c = 0; c < recs.size(); ++c) recs[c] = log_.load_state(r.name(), last->batch, c);
+      // Where the snapshot schedule stands (PipelineOptions::snapshot_interval).
+      for (const auto& rc : recs) {
+        if (rc.snapshot) {
+          r.snapshots.any = true;
+          r.snapshots.snapshot_bytes += rc.snapshot->size();
+        }
+        for (const auto& d : rc.deltas) r.snapshots.delta_bytes_since += d.size();
+        r.snapshots.batches_since = std::max<std::uint64_t>(r.snapshots.batches_since, rc.deltas.size());
+      }
       // Update ids continue across restarts (an update that committed
       // nothing leaves no trace, and its id may be given again).
       update_id_ = std::max(update_id_, last->update_id);
@@ -454,7 +472,9 @@ class Pipeline final : private detail::flow_registry {
   detail::batch_outcome run_batch(detail::flow_runner& r, const detail::planned_batch& p,
                                   std::uint64_t n, std::uint64_t update_id) {
     const auto started = std::chrono::steady_clock::now();
-    const bool snapshot = n % options_.snapshot_interval == 0;
+    auto& track = r.snapshots;
+    const bool snapshot = !track.any || (track.batches_since >= options_.snapshot_interval &&
+                                         track.delta_bytes_since >= track.snapshot_bytes);
     const auto scope = snapshot ? checkpoint_scope::snapshot : checkpoint_scope::delta;
     detail::batch_outcome out;
     bool commit_written = false;
@@ -463,12 +483,15 @@ class Pipeline final : private detail::flow_registry {
       r.begin();
       out = r.run(p, n, options_.fault_hook);
       std::string bytes;
+      std::uint64_t written = 0;
       for (std::size_t c = 0; c < r.components(); ++c) {
         bytes.clear();
         r.write_state(c, scope, bytes);
         log_.write_state(r.name(), n, c, scope, bytes);
+        written += bytes.size();
         if (c == 0) fault(fault_point::state_saving, r.name(), n);
       }
+      pending_state_bytes_ = written;
       fault(fault_point::before_commit, r.name(), n);
       commit_written = true;
       log_.write_commit(r.name(), n, p.to, update_id);
@@ -479,6 +502,12 @@ class Pipeline final : private detail::flow_registry {
         // The commit record is in place (the failure came after it): the
         // batch counts, so its changes stay; the failure is still reported.
         r.commit();
+        if (snapshot) {
+          track = {true, pending_state_bytes_, 0, 0};
+        } else {
+          track.delta_bytes_since += pending_state_bytes_;
+          track.batches_since += 1;
+        }
       } else {
         fail_batch(r);
       }
@@ -486,8 +515,19 @@ class Pipeline final : private detail::flow_registry {
       throw;
     }
     r.commit();
+    if (snapshot) {
+      track = {true, pending_state_bytes_, 0, 0};
+    } else {
+      track.delta_bytes_since += pending_state_bytes_;
+      track.batches_since += 1;
+    }
     emit_flow(r, n, update_id, p, out, started, nullptr);
-    if (snapshot) log_.purge_before(r.name(), n, options_.retain_batches);
+    // Old records go once a snapshot makes them unneeded (a flow without
+    // state: every snapshot_interval batches).
+    if ((snapshot && r.components() != 0) ||
+        (r.components() == 0 && n % options_.snapshot_interval == 0)) {
+      log_.purge_before(r.name(), n, options_.retain_batches);
+    }
     fault(fault_point::after_commit, r.name(), n);
     return out;
   }
@@ -601,6 +641,7 @@ class Pipeline final : private detail::flow_registry {
   std::vector<detail::flow_runner*> order_;
   std::vector<std::shared_ptr<void>> owned_;
   EventLog* events_ = nullptr;
+  std::uint64_t pending_state_bytes_ = 0;
   std::chrono::system_clock::time_point now_{};
   std::uint64_t update_id_ = 0;
   bool opened_ = false;

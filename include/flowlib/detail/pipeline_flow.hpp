@@ -145,6 +145,14 @@ class flow_runner {
   /// (a TableSource reads the target).
   void log_appends(bool on) noexcept { log_appends_ = on; }
   std::size_t max_rows_per_batch = 0;  ///< 0: the pipeline's default
+  /// Where the flow's snapshot schedule stands (PipelineOptions::snapshot_interval).
+  struct snapshot_schedule {
+    bool any = false;                     ///< a snapshot was written since the last reset
+    std::uint64_t snapshot_bytes = 0;     ///< the last snapshot's size
+    std::uint64_t delta_bytes_since = 0;  ///< delta bytes written after it
+    std::uint64_t batches_since = 0;      ///< batches committed after it
+  };
+  snapshot_schedule snapshots;
   /// IMPORT CHECKPOINT (R-TABLE-4): the store and flow name to import from.
   const checkpoint_store* import_from = nullptr;
   std::string import_flow;
