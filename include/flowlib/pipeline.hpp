@@ -472,7 +472,7 @@ class Pipeline final : private detail::flow_registry {
   detail::batch_outcome run_batch(detail::flow_runner& r, const detail::planned_batch& p,
                                   std::uint64_t n, std::uint64_t update_id) {
     const auto started = std::chrono::steady_clock::now();
-    auto& track = r.snapshots;
+    const auto& track = r.snapshots;
     const bool snapshot = !track.any || (track.batches_since >= options_.snapshot_interval &&
                                          track.delta_bytes_since >= track.snapshot_bytes);
     const auto scope = snapshot ? checkpoint_scope::snapshot : checkpoint_scope::delta;
@@ -502,12 +502,7 @@ class Pipeline final : private detail::flow_registry {
         // The commit record is in place (the failure came after it): the
         // batch counts, so its changes stay; the failure is still reported.
         r.commit();
-        if (snapshot) {
-          track = {true, pending_state_bytes_, 0, 0};
-        } else {
-          track.delta_bytes_since += pending_state_bytes_;
-          track.batches_since += 1;
-        }
+        note_committed(r, snapshot);
       } else {
         fail_batch(r);
       }
@@ -515,12 +510,7 @@ class Pipeline final : private detail::flow_registry {
       throw;
     }
     r.commit();
-    if (snapshot) {
-      track = {true, pending_state_bytes_, 0, 0};
-    } else {
-      track.delta_bytes_since += pending_state_bytes_;
-      track.batches_since += 1;
-    }
+    note_committed(r, snapshot);
     emit_flow(r, n, update_id, p, out, started, nullptr);
     // Old records go once a snapshot makes them unneeded (a flow without
     // state: every snapshot_interval batches).
@@ -530,6 +520,17 @@ class Pipeline final : private detail::flow_registry {
     }
     fault(fault_point::after_commit, r.name(), n);
     return out;
+  }
+
+  // The snapshot schedule after a committed batch (PipelineOptions::snapshot_interval).
+  void note_committed(detail::flow_runner& r, bool snapshot) noexcept {
+    auto& track = r.snapshots;
+    if (snapshot) {
+      track = {true, pending_state_bytes_, 0, 0};
+    } else {
+      track.delta_bytes_since += pending_state_bytes_;
+      track.batches_since += 1;
+    }
   }
 
   bool committed(detail::flow_runner& r, std::uint64_t n) noexcept {
