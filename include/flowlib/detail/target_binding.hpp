@@ -25,6 +25,10 @@
 //     not advance the generation and resets nothing;
 //   - the ONCE marker (R-TABLE-2): set by a successful apply of a ONCE flow,
 //     cleared by a new generation, by reset(), or restored from a checkpoint.
+//   - the claim's lifetime: a binding that is destroyed (with its flow)
+//     releases its claim on the table, if the table still exists, so that
+//     a new flow object (a restarted pipeline's) can claim the table; an
+//     exclusive target still refuses a second live flow (R-USING-9).
 //
 // Contract, in the order a flow's apply() calls it:
 //
