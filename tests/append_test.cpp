@@ -1,4 +1,4 @@
-// Append flows (INSERT [ONCE] BY NAME): SEMANTICS.md R-TABLE-1, R-TABLE-2,
+// Append flows (INSERT [ONCE] BY NAME): docs/semantics.md R-TABLE-1, R-TABLE-2,
 // and expectations on tables (section 6), over every storage policy.
 #include <flowlib/flowlib.hpp>
 

@@ -1,4 +1,4 @@
-// REPLACE USING: the seed examples and the semantic rules of SEMANTICS.md
+// REPLACE USING: the seed examples and the semantic rules of docs/semantics.md
 // section 1, one TEST_CASE per rule. The semantic cases are templated over
 // every storage policy (tests/support/storage_policies.hpp), so they also
 // prove that the flow relies on the row_store contract only.
