@@ -46,7 +46,7 @@ Order o(std::int64_t id, std::string note, std::int64_t amount, std::int64_t seq
 
 using namespace pipeline_events_test;
 
-TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, parsed by a JSON parser") {
+TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, parsed by a JSON parser (R-EXPECT-2)") {
   // A flow name with a quote, a backslash, a tab, a newline, Japanese,
   // Indonesian with diacritics and an emoji.
   const std::string flow = "pesanan \"terkini\"\\\t\n注文_é_😀";
@@ -115,7 +115,7 @@ TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, par
   CHECK(summary.batches() == 2);
 }
 
-TEST_CASE("Event log: a failed batch writes FAILED events with the error's code and message") {
+TEST_CASE("Event log: a failed batch writes FAILED events with the error's code and message (R-EXPECT-1)") {
   fl::MemorySource<Order> feed{"orders"};
   fl::StreamingTable<Order> current{"current"};
   fl::MemoryCheckpoint ckpt;

@@ -76,7 +76,7 @@ TEST_CASE("Pipeline: an update reads everything available in micro-batches; a se
   CHECK(current.sorted_rows() == std::vector<Booking>{b(0, "s3", 10, 3), b(1, "s4", 10, 4), b(2, "s2", 10, 2)});
 }
 
-TEST_CASE("Pipeline: a new Pipeline over the same checkpoint and tables resumes after the last commit") {
+TEST_CASE("Pipeline: a new Pipeline over the same checkpoint and tables resumes after the last commit (R-EXACT-1)") {
   fl::MemorySource<Booking> feed{"feed"};
   fl::StreamingTable<Booking> current{"current"};
   fl::StreamingTable<Booking> log{"log"};
@@ -125,7 +125,7 @@ TEST_CASE("Pipeline: declaration errors carry the catalog's codes (R-TABLE-1, R-
   CHECK(p.catalog().flows_of("current").size() == 1);
 }
 
-TEST_CASE("Pipeline: a checkpoint of another pipeline or another flow definition is refused and left as it was") {
+TEST_CASE("Pipeline: a checkpoint of another pipeline or another flow definition is refused and left as it was (R-EXACT-1)") {
   fl::MemorySource<Booking> feed{"feed"};
   fl::StreamingTable<Booking> current{"current"};
   fl::StreamingTable<Booking> log{"log"};
@@ -165,7 +165,7 @@ TEST_CASE("Pipeline: a checkpoint of another pipeline or another flow definition
   CHECK(log.empty());
 }
 
-TEST_CASE("Pipeline: an operator's state commits with its flow: a failed batch leaves no dedup trace") {
+TEST_CASE("Pipeline: an operator's state commits with its flow: a failed batch leaves no dedup trace (R-EXACT-1, R-DEDUP-6)") {
   // A new user's trap: dedup, then an expectation fails the batch. Applied by
   // hand, the dedup state has advanced and the repaired retry emits nothing.
   // In a pipeline the dedup state is rolled back with the batch.
@@ -227,7 +227,7 @@ TEST_CASE("Pipeline: full refresh clears the table, its flows' state and checkpo
   CHECK(p.update().batches() == 0);  // and its flow still knows where it was
 }
 
-TEST_CASE("Pipeline: quarantine moves violating rows to a table with the expectation and batch id") {
+TEST_CASE("Pipeline: quarantine moves violating rows to a table with the expectation and batch id (R-EXPECT-1, R-EXPECT-2)") {
   fl::MemorySource<Booking> feed{"feed"};
   fl::StreamingTable<Booking> current{"current"};
   fl::StreamingTable<fl::Quarantined<Booking>> rejected{"rejected"};
@@ -281,7 +281,7 @@ TEST_CASE("Pipeline: a foreach-batch sink gets the same batch id and rows on a r
   CHECK(calls[3].second == std::vector<Booking>{b(9, "later", 1, 9)});
 }
 
-TEST_CASE("Pipeline: multi-hop through TableSource runs writers before readers") {
+TEST_CASE("Pipeline: multi-hop through TableSource runs writers before readers (R-EXACT-1)") {
   fl::MemorySource<Booking> feed{"feed"};
   fl::StreamingTable<Booking> bronze{"bronze"};
   fl::StreamingTable<Booking> silver{"silver"};
@@ -355,7 +355,7 @@ void dedup_then_failure(Into into) {
 
 }  // namespace pipeline_test
 
-TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of every flow type") {
+TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of every flow type (R-EXACT-1, R-DEDUP-6)") {
   auto checks = [](auto pred) { return fl::expectations(fl::expect_or_fail("amount", pred)); };
   auto dedup = [] { return Dedup{std::chrono::minutes(5), "dedup"}; };
   SUBCASE("APPEND") {
@@ -398,7 +398,7 @@ TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of ev
   }
 }
 
-TEST_CASE("Pipeline: snapshots are spread over at least a snapshot's worth of deltas, so a commit's cost follows the batch") {
+TEST_CASE("Pipeline: snapshots are spread over at least a snapshot's worth of deltas, so a commit's cost follows the batch (R-DEDUP-6)") {
   fl::MemorySource<Booking> feed{"feed"};
   fl::StreamingTable<Booking> log{"log"};
   fl::MemoryCheckpoint ckpt;

@@ -107,7 +107,7 @@ TEST_CASE("Stream: a FileCheckpoint restart resumes after the last commit with t
   CHECK(out.all() == std::vector<Click>{c("a", 1, 0), c("b", 1, 5), c("c", 1, 9)});
 }
 
-TEST_CASE("Stream: a durable checkpoint over a volatile table is refused, with nothing written") {
+TEST_CASE("Stream: a durable checkpoint over a volatile table is refused, with nothing written (R-EXACT-1)") {
   temp_dir dir;
   fl::MemorySource<Click> feed{"clicks"};
   fl::StreamingTable<Click> table{"clicks"};
@@ -185,7 +185,7 @@ TEST_CASE("IMPORT CHECKPOINT: copied on the first update, resumed with the opera
                                                    c("d", 1, 3), c("e", 1, 4)});
 }
 
-TEST_CASE("IMPORT CHECKPOINT: a stream the checkpoint does not hold is a clear error") {
+TEST_CASE("IMPORT CHECKPOINT: a stream the checkpoint does not hold is a clear error (R-TABLE-4)") {
   fl::MemorySource<Click> feed{"clicks"};
   fl::StreamingTable<Click> events{"events"};
   fl::MemoryCheckpoint empty;
@@ -225,7 +225,7 @@ std::string open_error(const fs::path& dir, fl::MemorySource<Click>& feed) {
 
 }  // namespace stream_test
 
-TEST_CASE("A corrupt, truncated or unknown-version checkpoint fails to open with a clear error and is never overwritten") {
+TEST_CASE("A corrupt, truncated or unknown-version checkpoint fails to open with a clear error and is never overwritten (R-EXACT-1)") {
   fl::MemorySource<Click> feed{"clicks"};
   for (int i = 0; i < 5; ++i) feed.append(c("s", i, i));
   temp_dir master;

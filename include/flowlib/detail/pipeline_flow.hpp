@@ -478,13 +478,16 @@ class typed_flow_runner final : public flow_runner {
     if constexpr (requires { Store::durable; }) return Store::durable; else return false;
   }
   template <class F>
+  void for_each_quarantine(F&& f) {
+    std::apply([&](auto&... s) { (maybe_quarantine(s, f), ...); }, stages_);
+  }
+  template <class F>
   void for_each_quarantine(F&& f) const {
-    std::apply([&](auto&... s) { (maybe_quarantine(s, f), ...); },
-               const_cast<std::tuple<Stages...>&>(stages_));
+    std::apply([&](const auto&... s) { (maybe_quarantine(s, f), ...); }, stages_);
   }
   template <class S, class F>
   static void maybe_quarantine(S& s, F& f) {
-    if constexpr (is_quarantine_stage<S>::value) f(s);
+    if constexpr (is_quarantine_stage<std::remove_const_t<S>>::value) f(s);
   }
   template <class S>
   static void stateful_kind(const S& s, std::string& d) {
