@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -674,4 +675,57 @@ TEST_CASE("R-DURABLE-5: the tables are readable by the sqlite3 shell while the p
   }
   CHECK(got == std::to_string(w.current.size()));
   CHECK(w.current.size() > 0);
+}
+
+TEST_CASE("R-DURABLE-4, R-EXACT-1: a batch whose COMMIT fails does not count: memory is rolled back and the retry gives the uninterrupted result") {
+  const auto expected = uninterrupted();
+  db_file f("commit_fails");
+  fl::MemorySource<Ev> feed{"feed"};
+  fl::SqliteCheckpoint ck{f.path, fast()};
+  // Armed just before a batch's commit: SQLite's commit hook turns that one
+  // COMMIT into a rollback, as a failing disk would.
+  bool armed = false;
+  int failed_commits = 0;
+  struct hook_state {
+    bool* armed;
+    int* failed;
+  } state{&armed, &failed_commits};
+  sqlite3_commit_hook(
+      ck.native_handle(),
+      [](void* p) -> int {
+        auto* s = static_cast<hook_state*>(p);
+        if (!*s->armed) return 0;
+        *s->armed = false;
+        ++*s->failed;
+        return 1;
+      },
+      &state);
+  int batches = 0;
+  fl::PipelineOptions opt;
+  opt.fault_hook = [&](fl::fault_point at, std::string_view, std::uint64_t) {
+    if (at == fl::fault_point::before_commit && ++batches % 3 == 0) armed = true;
+  };
+  world w;
+  fl::Pipeline p{"main", ck, opt};
+  w.declare(p, feed);
+  int errors = 0;
+  for (int s = 0; s < steps; ++s) {
+    feed_step(feed, s);
+    for (;;) {
+      try {
+        p.update();
+        break;
+      } catch (const fl::error& e) {
+        ++errors;
+        CHECK(e.code() == fl::errc::checkpoint_io);
+        CHECK(std::string(e.what()).find("committing a batch") != std::string::npos);
+        w.check_stored(f.path);  // memory rolled back to what the database holds
+      }
+    }
+  }
+  sqlite3_commit_hook(ck.native_handle(), nullptr, nullptr);
+  CHECK(errors == failed_commits);
+  CHECK(errors > 3);
+  CHECK(w.rows() == expected);
+  w.check_stored(f.path);
 }

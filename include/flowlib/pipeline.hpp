@@ -19,7 +19,8 @@
 // max_rows_per_batch rows. Each micro-batch of flow F is, in order:
 //   1. its positions (from, to) are recorded in the checkpoint (offset log);
 //   2. the rows between them are read and go through the flow's stages and
-//      policy; the tables it writes keep a journal of their changes;
+//      policy; the tables it writes keep a journal of their changes, and
+//      durable tables write those changes to their database;
 //   3. each stateful component (the policy, then each operator) writes its
 //      delta, or now and then its whole state (a snapshot; see
 //      PipelineOptions::snapshot_interval for when);
@@ -34,8 +35,12 @@
 // Opening (at the first update): the checkpoint must belong to this pipeline
 // and each flow's record to the same flow definition, and a durable
 // checkpoint takes durable tables only (and a volatile one volatile tables);
-// otherwise errc::checkpoint_mismatch, with nothing written. Then every flow
-// restores its state (last snapshot + deltas) and binds to its table.
+// otherwise errc::checkpoint_mismatch, with nothing written. Durable tables
+// (SqliteStorage) are then attached to the checkpoint's database and loaded
+// from it (storage/sqlite.hpp); each batch writes their changes in its own
+// transaction, after the flow ran and before the state records (R-DURABLE-1).
+// Then every flow restores its state (last snapshot + deltas) and binds to
+// its table.
 //
 // Threads: a Pipeline is used from one thread at a time; sources may be
 // appended to from other threads while it updates.

@@ -143,10 +143,11 @@ class flow_runner {
   virtual void refresh_target() = 0;
   /// Removes the flow's rows from its quarantine tables (a full refresh).
   virtual void forget_quarantined() = 0;
-  /// Attaches each table the flow writes whose store has an attach hook
-  /// (SqliteStorage) to the pipeline's checkpoint `store`, loading its rows
-  /// and append log; a table already in `attached` is skipped, an attached
-  /// one is added. Throws what the store's attach() throws.
+  /// Attaches each table the flow writes, and the table it reads through a
+  /// TableSource, whose store has an attach hook (SqliteStorage) to the
+  /// pipeline's checkpoint `store`, loading its rows and append log; a
+  /// table already in `attached` is skipped, an attached one is added.
+  /// Throws what the store's attach() throws.
   virtual void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) {
     (void)store;
     (void)attached;
@@ -487,6 +488,9 @@ class typed_flow_runner final : public flow_runner {
 
   void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) override {
     if constexpr (!sink) attach_table(*target_, store, attached);
+    // A durable table read through a TableSource: its append log is loaded
+    // (normally its writer, a flow of the same pipeline, attached it already).
+    if constexpr (requires { source_->table().append_log(); }) attach_table(source_->table(), store, attached);
     for_each_quarantine([&](auto& q) { attach_table(*q.table, store, attached); });
   }
   void persist() override {

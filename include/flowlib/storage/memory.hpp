@@ -403,33 +403,26 @@ class memory_row_store {
       if (s.live && is_live(s.id) && (flags(s.id) & inserted_bit) == 0) out.push_back(s.id);
     }
   }
-  /// Appends to `out` the ids of the rows that were live before the journal
-  /// and are not live now (erased by the journal), in the order they were
-  /// first changed. An id erased and then given to a new row is live, so it
-  /// is among journal_changed() instead. A durable store deletes these rows
-  /// from its database (storage/sqlite.hpp).
+  /// Appends to `out` the ids live before the journal and not live now, in
+  /// first-change order (an erased id given to a new row is live: it is in
+  /// journal_changed()). A durable store deletes these rows from its database.
   void journal_erased(std::vector<row_id>& out) const {
-    for (const saved_slot& s : j_saved_) {
+    for (const saved_slot& s : j_saved_)
       if (s.live && !is_live(s.id)) out.push_back(s.id);
-    }
   }
-
-  /// Replaces the contents with `rows`, each under its given id, and makes
-  /// id_bound() equal to `bound` (a durable store reloading what it saved,
-  /// so every id is as it was). `rows` must be sorted by id, ids unique and
-  /// below `bound`; the ids below `bound` without a row become free, the
-  /// lowest taken first. Not while a journal is open. If an allocation
+  /// Replaces the contents with `rows` (sorted by id, ids unique and below
+  /// `bound`), each under its id, with id_bound() == `bound`; the ids below
+  /// it without a row are free, the lowest taken first. A durable store
+  /// reloads what it saved with it. No journal may be open; if allocating
   /// throws, the store is left empty.
   void restore_rows(std::vector<std::pair<row_id, Row>>& rows, std::size_t bound) {
     assert(!journal_ && "flowlib::MemoryStorage: restore_rows() while a journal is open");
     clear();
     if (bound > no_slot) {
-      throw error(errc::invalid_argument, "memory storage", "", "",
-                  "a table cannot hold more than 2^32-1 rows");
+      throw error(errc::invalid_argument, "memory storage", "", "", "a table cannot hold more than 2^32-1 rows");
     }
     while (capacity_ < bound) add_segment();
     for (auto& [id, r] : rows) {
-      assert(id < bound && "flowlib::MemoryStorage: restore_rows() id at or above the bound");
       const place p = locate(id);
       ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
       segs_[p.seg].live[p.off] = live_bit;
@@ -443,7 +436,6 @@ class memory_row_store {
       ++free_count_;
     }
   }
-
   /// Optional hook: calls f(id, row) for every live row, in id order (a
   /// flow restored from a checkpoint learns its rows' ids with it).
   template <class F>
