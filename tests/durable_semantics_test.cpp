@@ -284,7 +284,7 @@ using namespace durable_semantics;
 TYPE_TO_STRING(durable_semantics::MemoryConfig);
 TYPE_TO_STRING(durable_semantics::SqliteConfig);
 
-TEST_CASE_TEMPLATE("R-TABLE-2: append, fan-in of two sources and ONCE give the same rows with and without reopening",
+TEST_CASE_TEMPLATE("R-DURABLE-1, R-TABLE-2: append, fan-in of two sources and ONCE give the same rows with and without reopening",
                    Config, MemoryConfig, SqliteConfig) {
   for (unsigned seed = 1; seed <= seeds; ++seed) {
     std::mt19937 rng(seed);
@@ -320,7 +320,7 @@ TEST_CASE_TEMPLATE("R-TABLE-2: append, fan-in of two sources and ONCE give the s
   }
 }
 
-TEST_CASE_TEMPLATE("R-USING-4: REPLACE USING from a source and through a TableSource (multi-hop) with and without reopening",
+TEST_CASE_TEMPLATE("R-DURABLE-1, R-USING-4: REPLACE USING from a source and through a TableSource (multi-hop) with and without reopening",
                    Config, MemoryConfig, SqliteConfig) {
   for (unsigned seed = 1; seed <= seeds; ++seed) {
     std::mt19937 rng(100 + seed);
@@ -353,7 +353,7 @@ TEST_CASE_TEMPLATE("R-USING-4: REPLACE USING from a source and through a TableSo
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-1, R-CDC-2, R-CDC-3, R-CDC-4: AUTO CDC SCD1 (deletes, tombstones, truncates) and SCD2 (history) with and without reopening",
+TEST_CASE_TEMPLATE("R-DURABLE-1, R-CDC-1, R-CDC-2, R-CDC-3, R-CDC-4: AUTO CDC SCD1 (deletes, tombstones, truncates) and SCD2 (history) with and without reopening",
                    Config, MemoryConfig, SqliteConfig) {
   for (unsigned seed = 1; seed <= 3 * seeds; ++seed) {
     std::mt19937 rng(200 + seed);
@@ -401,7 +401,7 @@ TEST_CASE_TEMPLATE("R-CDC-1, R-CDC-2, R-CDC-3, R-CDC-4: AUTO CDC SCD1 (deletes, 
   }
 }
 
-TEST_CASE_TEMPLATE("R-CDC-8: AUTO CDC FROM SNAPSHOT, SCD1 and SCD2, with and without reopening", Config,
+TEST_CASE_TEMPLATE("R-DURABLE-1, R-CDC-8: AUTO CDC FROM SNAPSHOT, SCD1 and SCD2, with and without reopening", Config,
                    MemoryConfig, SqliteConfig) {
   for (unsigned seed = 1; seed <= seeds; ++seed) {
     std::mt19937 rng(300 + seed);
@@ -466,7 +466,7 @@ TEST_CASE_TEMPLATE("R-CDC-8: AUTO CDC FROM SNAPSHOT, SCD1 and SCD2, with and wit
   }
 }
 
-TEST_CASE_TEMPLATE("R-DEDUP-3: dedup within a watermark in front of an append, with and without reopening (the dedup state survives)",
+TEST_CASE_TEMPLATE("R-DURABLE-1, R-DEDUP-3: dedup within a watermark in front of an append, with and without reopening (the dedup state survives)",
                    Config, MemoryConfig, SqliteConfig) {
   for (unsigned seed = 1; seed <= seeds; ++seed) {
     std::mt19937 rng(400 + seed);

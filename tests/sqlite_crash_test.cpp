@@ -425,7 +425,7 @@ void remove_database(const std::string& path) {
 
 using namespace sqlite_crash;
 
-TEST_CASE("R-EXACT-1: SIGKILL at random moments loses no committed batch and applies none twice (SqliteStorage + SqliteCheckpoint)") {
+TEST_CASE("R-EXACT-1, R-DURABLE-1: SIGKILL at random moments loses no committed batch and applies none twice (SqliteStorage + SqliteCheckpoint)") {
 #if defined(__SANITIZE_ADDRESS__)
   constexpr std::uint64_t default_kills = 40;
 #else
