@@ -45,6 +45,10 @@ enum class errc {
   /// Reading or writing a checkpoint failed (the system's error is in the
   /// message); the batch was not committed: docs/pipelines.md#checkpoints.
   checkpoint_io,
+  /// Reading or writing a durable table's storage failed (the database's
+  /// error is in the message); the batch was not committed and the table
+  /// was left as it was: docs/pipelines.md#checkpoints.
+  storage_io,
 };
 
 /// @brief Textual code of an errc, as it appears in messages and event logs.
@@ -59,6 +63,7 @@ constexpr std::string_view to_string(errc e) noexcept {
     case errc::checkpoint_corrupt: return "CHECKPOINT_CORRUPT";
     case errc::checkpoint_mismatch: return "CHECKPOINT_MISMATCH";
     case errc::checkpoint_io: return "CHECKPOINT_IO_ERROR";
+    case errc::storage_io: return "STORAGE_IO_ERROR";
   }
   return "UNKNOWN";
 }

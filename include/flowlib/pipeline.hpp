@@ -19,7 +19,8 @@
 // max_rows_per_batch rows. Each micro-batch of flow F is, in order:
 //   1. its positions (from, to) are recorded in the checkpoint (offset log);
 //   2. the rows between them are read and go through the flow's stages and
-//      policy; the tables it writes keep a journal of their changes;
+//      policy; the tables it writes keep a journal of their changes, and
+//      durable tables write those changes to their database;
 //   3. each stateful component (the policy, then each operator) writes its
 //      delta, or now and then its whole state (a snapshot; see
 //      PipelineOptions::snapshot_interval for when);
@@ -34,8 +35,12 @@
 // Opening (at the first update): the checkpoint must belong to this pipeline
 // and each flow's record to the same flow definition, and a durable
 // checkpoint takes durable tables only (and a volatile one volatile tables);
-// otherwise errc::checkpoint_mismatch, with nothing written. Then every flow
-// restores its state (last snapshot + deltas) and binds to its table.
+// otherwise errc::checkpoint_mismatch, with nothing written. Durable tables
+// (SqliteStorage) are then attached to the checkpoint's database and loaded
+// from it (storage/sqlite.hpp); each batch writes their changes in its own
+// transaction, after the flow ran and before the state records (R-DURABLE-1).
+// Then every flow restores its state (last snapshot + deltas) and binds to
+// its table.
 //
 // Threads: a Pipeline is used from one thread at a time; sources may be
 // appended to from other threads while it updates.
@@ -213,10 +218,28 @@ class Pipeline final : private detail::flow_registry {
       throw error(errc::invalid_argument, table.name(), "", "",
                   "no flow of pipeline '" + name_ + "' writes this table");
     }
-    writers.front()->refresh_target();  // throws, changing nothing, when refused
+    // One transaction for a store that has them (SqliteCheckpoint): the
+    // durable tables are emptied together with the records removed.
+    store_->begin_batch();
+    bool changed = false;
+    try {
+      writers.front()->refresh_target();  // throws, changing nothing, when refused
+      changed = true;
+      for (auto* r : writers) {
+        log_.reset_flow(r->name());
+        r->forget_quarantined();
+      }
+      for (auto* r : writers) r->persist();
+      store_->commit_batch();
+    } catch (...) {
+      store_->abort_batch();
+      // Memory and database may differ now: the next update opens the
+      // pipeline again, reloading the durable tables and the flows' state.
+      if (changed) opened_ = false;
+      throw;
+    }
     for (auto* r : writers) {
-      log_.reset_flow(r->name());
-      r->forget_quarantined();
+      r->commit();  // durable tables: what persist() wrote is committed
       restore(*r);  // empty records: fresh state, bound to the emptied table
     }
   }
@@ -286,6 +309,11 @@ class Pipeline final : private detail::flow_registry {
                               "durable checkpoint (FileCheckpoint)");
       }
     }
+    // Durable tables (SqliteStorage) are loaded from the checkpoint's
+    // database before anything is written and before the flows restore
+    // their state from them; a table that does not suit is refused here.
+    std::vector<const void*> attached;
+    for (auto& r : runners_) r->attach_tables(*store_, attached);
     std::vector<std::pair<detail::flow_runner*, import_plan>> imports;
     for (auto& r : runners_) {
       if (r->import_from == nullptr || log_.imported(r->name())) continue;
@@ -482,6 +510,7 @@ class Pipeline final : private detail::flow_registry {
       store_->begin_batch();
       r.begin();
       out = r.run(p, n, options_.fault_hook);
+      r.persist();  // durable tables: the changes, in the batch's transaction
       std::string bytes;
       std::uint64_t written = 0;
       for (std::size_t c = 0; c < r.components(); ++c) {
@@ -498,6 +527,9 @@ class Pipeline final : private detail::flow_registry {
       store_->commit_batch();
     } catch (...) {
       const std::exception_ptr e = std::current_exception();
+      // A store with transactions rolls back first: the check below then
+      // reads what was really committed (a failed COMMIT does not count).
+      store_->abort_batch();
       if (commit_written && committed(r, n)) {
         // The commit record is in place (the failure came after it): the
         // batch counts, so its changes stay; the failure is still reported.

@@ -22,10 +22,15 @@
 //   - it has none of the memory store's optional hooks (no prefetch()).
 // A suite that passes on both proves the flows rely on the row_store
 // contract only, not on the memory store's internals.
+//
+// The list also holds flowlib::SqliteStorage: unattached to a database (no
+// pipeline opened it), it must behave exactly as the memory store, which
+// these suites check (tests/sqlite_test.cpp covers it attached).
 #pragma once
 
 #include <flowlib/error.hpp>
 #include <flowlib/storage/memory.hpp>
+#include <flowlib/storage/sqlite.hpp>
 
 #include <doctest/doctest.h>
 
@@ -118,12 +123,13 @@ struct DequeStorage {
 };
 
 /// Every storage policy the semantics suites are instantiated for.
-using storage_policies = std::tuple<flowlib::MemoryStorage, DequeStorage>;
+using storage_policies = std::tuple<flowlib::MemoryStorage, DequeStorage, flowlib::SqliteStorage>;
 
 }  // namespace flowtest
 
 /// The type list for TEST_CASE_TEMPLATE (doctest takes the types inline).
-#define FLOWTEST_STORAGE_POLICIES flowlib::MemoryStorage, flowtest::DequeStorage
+#define FLOWTEST_STORAGE_POLICIES flowlib::MemoryStorage, flowtest::DequeStorage, flowlib::SqliteStorage
 
 TYPE_TO_STRING(flowlib::MemoryStorage);
 TYPE_TO_STRING(flowtest::DequeStorage);
+TYPE_TO_STRING(flowlib::SqliteStorage);

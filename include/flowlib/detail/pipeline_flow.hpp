@@ -12,6 +12,9 @@
 //                  the flow policy with its expectations, write quarantined
 //                  rows, copy the rows inserted into the target to its append
 //                  log when a TableSource reads it;
+//   persist()      write the batch's table changes through to durable
+//                  storage (SqliteStorage), in the batch's transaction;
+//                  nothing for memory tables;
 //   write_state()  each component's delta or snapshot (component 0 is the
 //                  flow policy, then the operators in order);
 //   commit()       keep the changes (cannot fail);
@@ -140,6 +143,19 @@ class flow_runner {
   virtual void refresh_target() = 0;
   /// Removes the flow's rows from its quarantine tables (a full refresh).
   virtual void forget_quarantined() = 0;
+  /// Attaches each table the flow writes, and the table it reads through a
+  /// TableSource, whose store has an attach hook (SqliteStorage) to the
+  /// pipeline's checkpoint `store`, loading its rows and append log; a
+  /// table already in `attached` is skipped, an attached one is added.
+  /// Throws what the store's attach() throws.
+  virtual void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) {
+    (void)store;
+    (void)attached;
+  }
+  /// Writes the changes of the running batch (or of a full refresh) to the
+  /// durable tables the flow writes (storage/sqlite.hpp's write_changes());
+  /// nothing for other tables.
+  virtual void persist() {}
 
   /// Copy the rows each batch inserts into the target to its append log
   /// (a TableSource reads the target).
@@ -470,9 +486,34 @@ class typed_flow_runner final : public flow_runner {
     });
   }
 
+  void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) override {
+    if constexpr (!sink) attach_table(*target_, store, attached);
+    // A durable table read through a TableSource: its append log is loaded
+    // (normally its writer, a flow of the same pipeline, attached it already).
+    if constexpr (requires { source_->table().append_log(); }) attach_table(source_->table(), store, attached);
+    for_each_quarantine([&](auto& q) { attach_table(*q.table, store, attached); });
+  }
+  void persist() override {
+    if constexpr (!sink) persist_table(*target_);
+    for_each_quarantine([&](auto& q) { persist_table(*q.table); });
+  }
+
   Policy& policy() noexcept { return policy_; }
 
  private:
+  template <class T>
+  static void attach_table(T& t, checkpoint_store& store, std::vector<const void*>& attached) {
+    if constexpr (requires { t.store().attach(store, t.name(), t.append_log()); }) {
+      for (const void* p : attached)
+        if (p == static_cast<const void*>(&t)) return;
+      t.store().attach(store, t.name(), t.append_log());
+      attached.push_back(&t);
+    }
+  }
+  template <class T>
+  static void persist_table(T& t) {
+    if constexpr (requires { t.store().write_changes(); }) t.store().write_changes();
+  }
   template <class Store>
   static constexpr bool store_durable() {
     if constexpr (requires { Store::durable; }) return Store::durable; else return false;

@@ -145,6 +145,14 @@ class row_log {
     if (chunks_.empty()) first_ = end_;
   }
 
+  /// Empties the log and makes both begin_offset() and end_offset()
+  /// `offset`: the next append() lands at `offset`. A durable table reloads
+  /// its saved log with it, then appends the saved rows in order.
+  void restart_at(std::uint64_t offset) noexcept {
+    clear();
+    begin_ = first_ = end_ = offset;
+  }
+
   /// A full refresh of the table: every row is dropped and begin_offset()
   /// becomes end_offset(). Offsets do not restart, so readers downstream
   /// never take new rows for old ones.

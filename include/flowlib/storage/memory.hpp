@@ -403,6 +403,39 @@ class memory_row_store {
       if (s.live && is_live(s.id) && (flags(s.id) & inserted_bit) == 0) out.push_back(s.id);
     }
   }
+  /// Appends to `out` the ids live before the journal and not live now, in
+  /// first-change order (an erased id given to a new row is live: it is in
+  /// journal_changed()). A durable store deletes these rows from its database.
+  void journal_erased(std::vector<row_id>& out) const {
+    for (const saved_slot& s : j_saved_)
+      if (s.live && !is_live(s.id)) out.push_back(s.id);
+  }
+  /// Replaces the contents with `rows` (sorted by id, ids unique and below
+  /// `bound`), each under its id, with id_bound() == `bound`; the ids below
+  /// it without a row are free, the lowest taken first. A durable store
+  /// reloads what it saved with it. No journal may be open; if allocating
+  /// throws, the store is left empty.
+  void restore_rows(std::vector<std::pair<row_id, Row>>& rows, std::size_t bound) {
+    assert(!journal_ && "flowlib::MemoryStorage: restore_rows() while a journal is open");
+    clear();
+    if (bound > no_slot) {
+      throw error(errc::invalid_argument, "memory storage", "", "", "a table cannot hold more than 2^32-1 rows");
+    }
+    while (capacity_ < bound) add_segment();
+    for (auto& [id, r] : rows) {
+      const place p = locate(id);
+      ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
+      segs_[p.seg].live[p.off] = live_bit;
+    }
+    bound_ = bound;
+    live_ = rows.size();
+    for (std::size_t i = bound; i-- > 0;) {
+      if (is_live(i)) continue;
+      set_link(static_cast<row_id>(i), free_head_);
+      free_head_ = static_cast<row_id>(i);
+      ++free_count_;
+    }
+  }
   /// Optional hook: calls f(id, row) for every live row, in id order (a
   /// flow restored from a checkpoint learns its rows' ids with it).
   template <class F>

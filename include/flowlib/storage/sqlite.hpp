@@ -1,0 +1,415 @@
+// flowlib/storage/sqlite.hpp
+//
+// SqliteStorage: the durable storage policy. A table's rows live in an SQL
+// table of the pipeline's SqliteCheckpoint database (checkpoint/sqlite.hpp),
+// and, as its working set, in a memory store: flows read and write memory
+// exactly as with MemoryStorage (every hot-path hook, the change journal
+// included, is the memory store's), and each micro-batch's changes are
+// written through to SQLite in the batch's transaction, together with the
+// checkpoint's state and commit records. Needs the CMake target
+// flowlib::sqlite.
+//
+//   flowlib::SqliteCheckpoint checkpoint{"app.db"};
+//   flowlib::StreamingTable<Booking, flowlib::SqliteStorage> current{"bookings_current"};
+//   flowlib::Pipeline pipeline{"bookings", checkpoint};   // attaches `current` at open
+//
+// Unattached (before a pipeline opens, or without one) the store is the
+// memory store and writes nothing anywhere. A Pipeline attaches every table
+// its flows write when it opens, before anything is written and before the
+// flows restore their state (so REPLACE USING, AUTO CDC and the others
+// rebuild their indexes from the loaded rows). Attaching:
+//   - refuses any checkpoint but a SqliteCheckpoint (errc::
+//     checkpoint_mismatch): the table's rows and the checkpoint must be one
+//     database, changed in one transaction;
+//   - needs a non-empty table name not starting with "sqlite_" or
+//     "flowlib_" (errc::invalid_argument);
+//   - creates, when missing, the SQL table named as the table:
+//       "__flowlib_row_id" INTEGER PRIMARY KEY, then one column per
+//       FLOWLIB_SCHEMA column (types in detail/sqlite_columns.hpp),
+//     and "<name>__flowlib_log" for the table's append log:
+//       "__flowlib_offset" INTEGER PRIMARY KEY, then the same columns;
+//     when they exist, checks their columns against the row type: a missing,
+//     extra or differently typed column is errc::checkpoint_mismatch naming
+//     the SQL table and the column, and nothing is written;
+//   - loads the rows into memory under their saved ids, with the saved
+//     id_bound() (flowlib_tables), so every row id is the one committed
+//     (AUTO CDC's checkpoint refers to rows by id), and reloads the append
+//     log at its saved offsets (a TableSource reading the table resumes
+//     where its checkpoint says). The database is the truth: rows the
+//     memory store held before are replaced.
+// No index is made on the flows' key columns: a reload reads the table
+// whole, and the flows keep their key indexes in memory.
+//
+// Writing through (write_changes(), called by the pipeline after the flow
+// ran and before the state and commit records, inside the batch's
+// transaction): the rows the batch erased are deleted by
+// "__flowlib_row_id", the rows it inserted or changed are written with
+// INSERT OR REPLACE, the rows appended to the append log are inserted, and
+// flowlib_tables gets the new id bound and log offsets; only what the batch
+// changed is written (O(batch)), with prepared statements reused from batch
+// to batch. After a clear() (a full refresh) the next write deletes every
+// row first and writes the live ones. Rows dropped from the append log
+// (full refresh, retention) are deleted from its SQL table; the log is
+// otherwise kept whole, so it grows with the rows appended to a table that
+// a TableSource reads. A failure throws errc::storage_io; the pipeline
+// then rolls back the transaction and the memory journal together.
+//
+// Changes made to an attached store outside a pipeline batch are written
+// only after a clear() (the next write rewrites the table); otherwise write
+// to a durable table through a pipeline. An attached store keeps the
+// database connection open until it is destroyed or detached.
+#pragma once
+
+#include <flowlib/checkpoint/sqlite.hpp>
+#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/detail/row_log.hpp>
+#include <flowlib/detail/sqlite_columns.hpp>
+#include <flowlib/detail/sqlite_db.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/storage/memory.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+namespace detail {
+
+/// The SqliteStorage row store: a memory_row_store that an attached table
+/// writes through to SQLite. See the header comment.
+template <class Row>
+class sqlite_row_store : public memory_row_store<Row> {
+  using base = memory_row_store<Row>;
+  using codec = sqlite_row_codec<Row>;
+
+ public:
+  using row_type = Row;
+  /// Rows survive the process once attached (the pipeline requires a
+  /// durable checkpoint, and a SqliteCheckpoint in particular).
+  static constexpr bool durable = true;
+
+  sqlite_row_store() = default;
+
+  /// Removes every row; an attached store deletes them from SQL at the next
+  /// write_changes().
+  void clear() noexcept {
+    base::clear();
+    cleared_ = true;
+  }
+  /// As the memory store's; an attached store also takes the changes it
+  /// wrote since as committed (call it after the transaction committed).
+  void commit_journal() noexcept {
+    base::commit_journal();
+    mark_committed();
+  }
+  /// As the memory store's; what write_changes() wrote is forgotten (the
+  /// transaction it was in is rolled back with the batch).
+  void rollback_journal() noexcept {
+    base::rollback_journal();
+    written_ = false;
+  }
+
+  /// Whether the store is attached to a database.
+  bool attached() const noexcept { return db_ != nullptr; }
+
+  /// Attaches the store of table `table` (its append log `log`) to the
+  /// database of `checkpoint`, which must be a SqliteCheckpoint: creates or
+  /// checks the SQL tables and loads the rows and the log (see the header
+  /// comment). Not while a journal is open. Throws errc::checkpoint_mismatch,
+  /// errc::invalid_argument or errc::storage_io, writing nothing.
+  void attach(checkpoint_store& checkpoint, const std::string& table, row_log<Row>& log) {
+    assert(!this->journaling() && "flowlib::SqliteStorage: attach() while a journal is open");
+    const auto* ck = dynamic_cast<const SqliteCheckpoint*>(&checkpoint);
+    if (ck == nullptr) {
+      throw error(errc::checkpoint_mismatch, table, "", "",
+                  "the table uses flowlib::SqliteStorage, whose rows live in the SQLite database "
+                  "of the pipeline's checkpoint, but the checkpoint is a " +
+                      checkpoint.describe() +
+                      ": use a flowlib::SqliteCheckpoint, so that the table and the checkpoint "
+                      "are one database, changed in one transaction per batch");
+    }
+    if (table.empty() || table.starts_with("sqlite_") || table.starts_with("flowlib_")) {
+      throw error(errc::invalid_argument, table, "", "",
+                  "a flowlib::SqliteStorage table needs a name (it names its SQL table) that is "
+                  "not empty and does not start with 'sqlite_' or 'flowlib_'; give the table "
+                  "such a name");
+    }
+    const auto db = ck->connection();
+    const sqlite_connection& c = *db;
+    const std::string log_table = table + "__flowlib_log";
+    std::vector<std::pair<row_id, Row>> rows;
+    row_log<Row> loaded(log.owner());
+    std::uint64_t bound = 0, log_end = 0;
+    {
+      sqlite_savepoint sp(c, errc::storage_io, table);
+      ensure_table(c, table, table, "__flowlib_row_id");
+      ensure_table(c, table, log_table, "__flowlib_offset");
+      {
+        sqlite_stmt s(c, "SELECT id_bound, log_end FROM flowlib_tables WHERE name = ?1",
+                      errc::storage_io, table);
+        s.bind_text(1, table);
+        if (s.step("reading table '" + table + "' in " + ck->describe())) {
+          bound = static_cast<std::uint64_t>(s.column_int(0));
+          log_end = static_cast<std::uint64_t>(s.column_int(1));
+        }
+      }
+      read_rows(c, table, table, "__flowlib_row_id", [&](std::uint64_t id, Row&& r) {
+        if (id >= std::uint64_t{0xffffffff}) bad_row(table, table, id, "a row id above 2^32-2");
+        if (!rows.empty() && rows.back().first >= id) bad_row(table, table, id, "ids out of order");
+        rows.emplace_back(static_cast<row_id>(id), std::move(r));
+        if (id + 1 > bound) bound = id + 1;
+      });
+      bool any = false;
+      std::uint64_t next = 0;
+      read_rows(c, table, log_table, "__flowlib_offset", [&](std::uint64_t off, Row&& r) {
+        if (!any) {
+          loaded.restart_at(off);
+          next = off;
+          any = true;
+        }
+        if (off != next) bad_row(table, log_table, off, "a gap in the append log's offsets");
+        loaded.append(r);
+        ++next;
+      });
+      if (!any) {
+        loaded.restart_at(log_end);
+      } else if (next < log_end) {
+        bad_row(table, log_table, next, "fewer rows than flowlib_tables records (log_end " +
+                                            std::to_string(log_end) + ")");
+      }
+      sp.release();
+    }
+    // Everything was read: only now is anything in memory replaced.
+    base::restore_rows(rows, static_cast<std::size_t>(bound));
+    log = std::move(loaded);
+    stmts_ = {};
+    db_ = db;
+    table_ = table;
+    log_table_ = log_table;
+    log_ = &log;
+    describe_ = ck->describe();
+    cleared_ = written_ = false;
+    committed_ = {static_cast<std::uint64_t>(base::id_bound()), log.begin_offset(), log.end_offset()};
+  }
+
+  /// Detaches the store: it keeps its rows in memory and writes nothing.
+  void detach() noexcept {
+    stmts_ = {};
+    db_.reset();
+    log_ = nullptr;
+  }
+
+  /// Writes the changes since the last commit to the database (see the
+  /// header comment); nothing when unattached. Call inside the batch's
+  /// transaction, with the journal still open (or after a clear()). Throws
+  /// errc::storage_io.
+  void write_changes() {
+    if (db_ == nullptr) return;
+    const sqlite_connection& c = *db_;
+    const std::string what = "writing table '" + table_ + "' in " + describe_;
+    auto& upsert = prepared(stmts_.upsert, [&] { return insert_sql(table_, "__flowlib_row_id"); });
+    if (cleared_) {
+      c.exec("DELETE FROM " + sql_quote(table_), errc::storage_io, table_, what);
+      base::for_each_row([&](row_id id, const Row& r) { write_row(upsert, id, r, what); });
+    } else {
+      auto& del = prepared(stmts_.erase, [&] {
+        return "DELETE FROM " + sql_quote(table_) + " WHERE \"__flowlib_row_id\" = ?1";
+      });
+      ids_.clear();
+      base::journal_erased(ids_);
+      for (const row_id id : ids_) {
+        del.bind_int(1, id);
+        del.run(what);
+      }
+      ids_.clear();
+      base::journal_changed(ids_);
+      const base& self = *this;
+      for (const row_id id : ids_) write_row(upsert, id, self.get(id), what);
+    }
+    const std::uint64_t begin = log_->begin_offset(), end = log_->end_offset();
+    if (begin > committed_.log_begin) {
+      auto& trim = prepared(stmts_.log_trim, [&] {
+        return "DELETE FROM " + sql_quote(log_table_) + " WHERE \"__flowlib_offset\" < ?1";
+      });
+      trim.bind_int(1, static_cast<std::int64_t>(begin));
+      trim.run(what);
+    }
+    const std::uint64_t from = std::max(begin, committed_.log_end);
+    if (end > from) {
+      auto& ins = prepared(stmts_.log_insert, [&] { return insert_sql(log_table_, "__flowlib_offset"); });
+      log_rows_.clear();
+      log_->read(from, end, log_rows_);
+      std::uint64_t off = from;
+      for (const Row& r : log_rows_) {
+        ins.bind_int(1, static_cast<std::int64_t>(off++));
+        codec::bind(ins, 2, r);
+        ins.run(what);
+      }
+      log_rows_.clear();
+    }
+    pending_ = {static_cast<std::uint64_t>(base::id_bound()), begin, end};
+    if (pending_.bound != committed_.bound || pending_.log_begin != committed_.log_begin ||
+        pending_.log_end != committed_.log_end || cleared_) {
+      auto& t = prepared(stmts_.tables, [] {
+        return std::string(
+            "INSERT OR REPLACE INTO flowlib_tables(name, id_bound, log_begin, log_end) "
+            "VALUES(?1, ?2, ?3, ?4)");
+      });
+      t.bind_text(1, table_);
+      t.bind_int(2, static_cast<std::int64_t>(pending_.bound));
+      t.bind_int(3, static_cast<std::int64_t>(pending_.log_begin));
+      t.bind_int(4, static_cast<std::int64_t>(pending_.log_end));
+      t.run(what);
+    }
+    written_ = true;
+  }
+
+ private:
+  struct statements {
+    sqlite_stmt upsert, erase, log_insert, log_trim, tables;
+  };
+  struct marks {
+    std::uint64_t bound = 0, log_begin = 0, log_end = 0;
+  };
+
+  void mark_committed() noexcept {
+    if (!written_) return;
+    committed_ = pending_;
+    cleared_ = false;
+    written_ = false;
+  }
+
+  template <class Make>
+  sqlite_stmt& prepared(sqlite_stmt& s, Make&& sql) {
+    if (!s) s = sqlite_stmt(*db_, sql(), errc::storage_io, table_);
+    return s;
+  }
+
+  void write_row(sqlite_stmt& upsert, row_id id, const Row& r, const std::string& what) {
+    upsert.bind_int(1, id);
+    codec::bind(upsert, 2, r);
+    upsert.run(what);
+  }
+
+  static std::vector<sqlite_column_def> expected(std::string_view id_column) {
+    std::vector<sqlite_column_def> cols{{std::string(id_column), "INTEGER", false}};
+    codec::columns(cols);
+    return cols;
+  }
+
+  static std::string insert_sql(const std::string& table, std::string_view id_column) {
+    const auto cols = expected(id_column);
+    std::string sql = "INSERT OR REPLACE INTO " + sql_quote(table) + "(";
+    std::string values = ") VALUES(";
+    for (std::size_t i = 0; i < cols.size(); ++i) {
+      if (i != 0) {
+        sql += ", ";
+        values += ", ";
+      }
+      sql += sql_quote(cols[i].name);
+      values += "?" + std::to_string(i + 1);
+    }
+    return sql + values + ")";
+  }
+
+  // Creates `sql_table` with the row type's columns, or checks the columns
+  // of the one there (see the header comment).
+  static void ensure_table(const sqlite_connection& c, const std::string& owner,
+                           const std::string& sql_table, std::string_view id_column) {
+    const auto cols = expected(id_column);
+    std::vector<std::pair<std::string, std::string>> have;
+    {
+      sqlite_stmt s(c, "SELECT name, type FROM pragma_table_info(?1)", errc::storage_io, owner);
+      s.bind_text(1, sql_table);
+      while (s.step("reading the columns of '" + sql_table + "'")) {
+        have.emplace_back(std::string(s.column_text(0)), std::string(s.column_text(1)));
+      }
+    }
+    if (have.empty()) {
+      std::string sql = "CREATE TABLE " + sql_quote(sql_table) + "(";
+      for (std::size_t i = 0; i < cols.size(); ++i) {
+        if (i != 0) sql += ", ";
+        sql += sql_quote(cols[i].name) + " " + std::string(cols[i].type);
+        if (i == 0) sql += " PRIMARY KEY";
+        else if (!cols[i].null_ok) sql += " NOT NULL";
+      }
+      c.exec(sql + ")", errc::storage_io, owner, "creating SQL table '" + sql_table + "'");
+      return;
+    }
+    const auto mismatch = [&](const std::string& column, const std::string& why) {
+      throw error(errc::checkpoint_mismatch, owner, column, "",
+                  "SQL table '" + sql_table + "' " + why +
+                      ": it was made for another row type; nothing was written (rename the "
+                      "table, or migrate the SQL table to the row type)");
+    };
+    for (const auto& col : cols) {
+      const auto it = std::find_if(have.begin(), have.end(), [&](const auto& h) { return h.first == col.name; });
+      if (it == have.end()) mismatch(col.name, "has no column '" + col.name + "', which the row type has");
+      if (it->second != col.type) {
+        mismatch(col.name, "has column '" + col.name + "' of type " +
+                               (it->second.empty() ? std::string("(none)") : it->second) +
+                               " where the row type needs " + std::string(col.type));
+      }
+    }
+    for (const auto& h : have) {
+      const auto it = std::find_if(cols.begin(), cols.end(), [&](const auto& col) { return col.name == h.first; });
+      if (it == cols.end()) mismatch(h.first, "has a column '" + h.first + "' that the row type does not have");
+    }
+  }
+
+  // Calls f(id, row) for every row of `sql_table`, by increasing id.
+  template <class F>
+  static void read_rows(const sqlite_connection& c, const std::string& owner,
+                        const std::string& sql_table, std::string_view id_column, F&& f) {
+    const auto cols = expected(id_column);
+    std::string sql = "SELECT ";
+    for (std::size_t i = 0; i < cols.size(); ++i) sql += (i != 0 ? ", " : "") + sql_quote(cols[i].name);
+    sql += " FROM " + sql_quote(sql_table) + " ORDER BY 1";
+    sqlite_stmt s(c, sql, errc::storage_io, owner);
+    while (s.step("reading SQL table '" + sql_table + "'")) {
+      const auto id = static_cast<std::uint64_t>(s.column_int(0));
+      if (s.column_int(0) < 0) bad_row(owner, sql_table, id, "a negative id");
+      Row r{};
+      const std::string_view bad = codec::read(s, 1, r);
+      if (!bad.empty()) {
+        throw error(errc::storage_io, owner, std::string(bad), cols.front().name + "=" + std::to_string(id),
+                    "SQL table '" + sql_table +
+                        "' holds NULL or a value that cannot be read as the column's C++ type");
+      }
+      f(id, std::move(r));
+    }
+  }
+
+  [[noreturn]] static void bad_row(const std::string& owner, const std::string& sql_table,
+                                   std::uint64_t id, const std::string& what) {
+    throw error(errc::storage_io, owner, "", "id=" + std::to_string(id),
+                "SQL table '" + sql_table + "' holds " + what + "; nothing was loaded");
+  }
+
+  std::shared_ptr<sqlite_connection> db_;
+  std::string table_, log_table_, describe_;
+  row_log<Row>* log_ = nullptr;
+  statements stmts_;
+  marks committed_, pending_;
+  bool cleared_ = false;  // a clear() not yet written and committed
+  bool written_ = false;  // write_changes() ran since the last commit or rollback
+  std::vector<row_id> ids_;
+  std::vector<Row> log_rows_;
+};
+
+}  // namespace detail
+
+/// @brief The durable storage policy: rows in the SQLite database of the
+/// pipeline's SqliteCheckpoint, with a memory store as the working set. See
+/// the header comment.
+struct SqliteStorage {
+  template <class Row>
+  using store = detail::sqlite_row_store<Row>;
+};
+
+}  // namespace flowlib
