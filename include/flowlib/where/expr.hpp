@@ -492,6 +492,7 @@ struct window_builder {
 inline std::optional<window> expr::window(const context& ctx) const {
   detail::window_builder b{ctx, {}, {}, {}};
   if (!b.add(*n_)) return std::nullopt;
+  if (b.lo && b.hi && !compare(b.lo->at, b.hi->at)) return std::nullopt;  // incomparable bounds
   return where::window(std::move(b.column), std::move(b.lo), std::move(b.hi));
 }
 

@@ -36,7 +36,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
-#include <variant>
+#include <variant>  // std::bad_variant_access
 
 namespace flowlib::where {
 
@@ -90,29 +90,27 @@ concept value_source =
 /// interval. Equality and ordering are structural (see the header comment).
 class value {
  public:
-  using variant_type = std::variant<std::monostate, bool, std::int64_t, double, std::string,
-                                    date_type, timestamp_type, interval>;
-
   /// @brief Null.
   value() noexcept = default;
   value(std::nullopt_t) noexcept {}
-  value(bool b) noexcept : v_(b) {}
+  value(bool b) noexcept : k_(kind::boolean), i_(b ? 1 : 0) {}
   template <std::integral T>
     requires(!std::same_as<T, bool>)
-  value(T i) noexcept : v_(static_cast<std::int64_t>(i)) {}
+  value(T i) noexcept : k_(kind::int64), i_(static_cast<std::int64_t>(i)) {}
   template <std::floating_point T>
-  value(T d) noexcept : v_(static_cast<double>(d)) {}
-  value(const char* s) : v_(std::string(s)) {}
-  value(std::string s) noexcept : v_(std::move(s)) {}
-  value(std::string_view s) : v_(std::string(s)) {}
-  value(date_type d) noexcept : v_(d) {}
-  value(std::chrono::year_month_day d) : v_(date_type(d)) {}
+  value(T d) noexcept : k_(kind::float64), d_(static_cast<double>(d)) {}
+  value(const char* s) : k_(kind::string), s_(s) {}
+  value(std::string s) noexcept : k_(kind::string), s_(std::move(s)) {}
+  value(std::string_view s) : k_(kind::string), s_(s) {}
+  value(date_type d) noexcept : k_(kind::date), i_(d.time_since_epoch().count()) {}
+  value(std::chrono::year_month_day d) : value(date_type(d)) {}
   /// A timestamp: any system_clock time point, truncated towards the past
   /// to microseconds.
   template <class D>
   value(std::chrono::sys_time<D> t) noexcept
-      : v_(std::chrono::floor<std::chrono::microseconds>(t)) {}
-  value(interval i) noexcept : v_(i) {}
+      : k_(kind::timestamp),
+        i_(std::chrono::floor<std::chrono::microseconds>(t).time_since_epoch().count()) {}
+  value(interval i) noexcept : k_(kind::interval), i_(i.days), j_(i.micros) {}
   /// @brief Null when empty, else the contained value.
   template <class T>
     requires std::constructible_from<value, const T&>
@@ -120,27 +118,33 @@ class value {
     if (o) *this = value(*o);
   }
 
-  kind type() const noexcept { return static_cast<kind>(v_.index()); }
-  bool is_null() const noexcept { return v_.index() == 0; }
-  bool as_bool() const { return std::get<bool>(v_); }
-  std::int64_t as_int() const { return std::get<std::int64_t>(v_); }
-  double as_double() const { return std::get<double>(v_); }
-  const std::string& as_string() const { return std::get<std::string>(v_); }
-  date_type as_date() const { return std::get<date_type>(v_); }
-  timestamp_type as_timestamp() const { return std::get<timestamp_type>(v_); }
-  interval as_interval() const { return std::get<interval>(v_); }
-  /// int64 or double as a double (throws std::bad_variant_access otherwise).
-  double as_number() const {
-    return type() == kind::int64 ? static_cast<double>(as_int()) : as_double();
+  kind type() const noexcept { return k_; }
+  bool is_null() const noexcept { return k_ == kind::null; }
+  // The accessors throw std::bad_variant_access when the value is of
+  // another kind.
+  bool as_bool() const { return check(kind::boolean), i_ != 0; }
+  std::int64_t as_int() const { return check(kind::int64), i_; }
+  double as_double() const { return check(kind::float64), d_; }
+  const std::string& as_string() const { return check(kind::string), s_; }
+  date_type as_date() const { return check(kind::date), date_type(std::chrono::days(i_)); }
+  timestamp_type as_timestamp() const {
+    return check(kind::timestamp), timestamp_type(std::chrono::microseconds(i_));
   }
-  const variant_type& variant() const noexcept { return v_; }
+  interval as_interval() const { return check(kind::interval), interval{i_, j_}; }
+  /// int64 or double as a double.
+  double as_number() const { return k_ == kind::int64 ? static_cast<double>(i_) : as_double(); }
 
   /// Structural equality: same kind and same payload.
-  friend bool operator==(const value& a, const value& b) noexcept { return a.v_ == b.v_; }
-  /// Structural total order (by kind, then payload; NaN sorts as equal).
+  friend bool operator==(const value& a, const value& b) noexcept {
+    return a.k_ == b.k_ && a.i_ == b.i_ && a.j_ == b.j_ && a.d_ == b.d_ && a.s_ == b.s_;
+  }
+  /// Structural order: by kind, then payload (NaN sorts as equal to all).
   friend bool operator<(const value& a, const value& b) noexcept {
-    if (a.v_.index() != b.v_.index()) return a.v_.index() < b.v_.index();
-    return a.v_ < b.v_;
+    if (a.k_ != b.k_) return a.k_ < b.k_;
+    if (a.i_ != b.i_) return a.i_ < b.i_;
+    if (a.j_ != b.j_) return a.j_ < b.j_;
+    if (a.d_ != b.d_) return a.d_ < b.d_;
+    return a.s_ < b.s_;
   }
 
   /// The value as a SQL literal: NULL, TRUE, 42, 0.5, 'it''s',
@@ -148,7 +152,19 @@ class value {
   std::string to_string() const;
 
  private:
-  variant_type v_;
+  void check(kind k) const {
+    if (k_ != k) throw std::bad_variant_access();
+  }
+
+  // A tagged record rather than a std::variant: cheaper to compare and
+  // hash, and free of g++ 12's false maybe-uninitialized warnings on
+  // variants holding a std::string. Unused fields stay zero/empty, so
+  // structural equality may compare every field.
+  kind k_ = kind::null;
+  std::int64_t i_ = 0;  // bool, int64, date (days), timestamp (micros), interval days
+  std::int64_t j_ = 0;  // interval micros
+  double d_ = 0;        // double
+  std::string s_;       // string
 };
 
 /// @brief The date y-m-d (w::date(2026, 1, 30)).
