@@ -542,7 +542,7 @@ w::expr random_predicate(std::mt19937_64& g, int depth) {
     w::expr a = random_operand(g, ka);
     w::expr b = random_operand(g, kb);
     while (kb != ka) b = random_operand(g, kb);
-    switch (pick(g) % 8) {
+    switch (pick(g) % 9) {
       case 0: return a == b;
       case 1: return a != b;
       case 2: return a < b;
@@ -554,6 +554,12 @@ w::expr random_predicate(std::mt19937_64& g, int depth) {
         w::expr c = random_operand(g, kc);
         while (kc != ka) c = random_operand(g, kc);
         return a.between(b, c);
+      }
+      case 7: {
+        int kc = 0;
+        w::expr c = random_operand(g, kc);
+        while (kc != ka) c = random_operand(g, kc);
+        return a.in({b, c});
       }
       default: return a.is_null();
     }

@@ -36,6 +36,7 @@
 #include <flowlib/where/column.hpp>
 #include <flowlib/where/expr.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,7 +49,9 @@ namespace flowlib::where {
 namespace detail {
 
 /// Operation of a bound node.
-enum class bop : std::uint8_t { konst, column, rand, add, sub, cmp, fast_cmp, between, in, is_null, and_, or_, not_ };
+enum class bop : std::uint8_t {
+  konst, column, rand, add, sub, cmp, fast_cmp, between, in, fast_in, is_null, and_, or_, not_
+};
 
 template <class Row>
 struct bnode {
@@ -279,6 +282,24 @@ class bound {
         return push(b);
       }
       case op::between:
+        // `column BETWEEN k1 AND k2` is exactly `column >= k1 AND column <= k2`
+        // (SQL defines it so, nulls included): two fast comparisons.
+        if (n.kids[0]->o == op::column && detail::row_independent(*n.kids[1]) &&
+            detail::row_independent(*n.kids[2])) {
+          const auto& e = detail::require_column<Row>(n.kids[0]->name, flow_);
+          node_t lo, hi;
+          lo.o = hi.o = detail::bop::fast_cmp;
+          lo.cmp = 5;
+          lo.fast = e.cmp[5];
+          lo.slot = nodes_[fold_point(*n.kids[1])].slot;
+          hi.cmp = 3;
+          hi.fast = e.cmp[3];
+          hi.slot = nodes_[fold_point(*n.kids[2])].slot;
+          b.o = detail::bop::and_;
+          b.a = push(lo);
+          b.b = push(hi);
+          return push(b);
+        }
         b.o = detail::bop::between;
         b.a = compile(*n.kids[0]);
         b.b = compile(*n.kids[1]);
@@ -287,6 +308,12 @@ class bound {
       case op::in: {
         b.o = detail::bop::in;
         b.a = compile(*n.kids[0]);
+        if (n.kids[0]->o == op::column &&
+            std::all_of(n.kids.begin() + 1, n.kids.end(),
+                        [](const detail::node_ptr& k) { return detail::row_independent(*k); })) {
+          b.o = detail::bop::fast_in;  // the column read once, items are constants
+          b.get = nodes_[b.a].get;
+        }
         std::vector<std::uint32_t> ks;
         for (std::size_t i = 1; i < n.kids.size(); ++i) ks.push_back(compile(*n.kids[i]));
         b.b = static_cast<std::uint32_t>(items_.size());
@@ -452,6 +479,17 @@ class bound {
         for (std::uint32_t j = n.b; j < n.c; ++j) {
           t = detail::tri_or(t, detail::apply_cmp(0, detail::compare_cells(x, val(items_[j], r))));
           if (t == tri::yes) break;
+        }
+        return t;
+      }
+      case detail::bop::fast_in: {
+        const detail::cell x = n.get(r);
+        if (x.k == kind::null) return tri::unknown;
+        tri t = tri::no;
+        for (std::uint32_t j = n.b; j < n.c; ++j) {
+          const detail::cell& k = nodes_[items_[j]].k;
+          if (k.k == kind::null) t = tri::unknown;
+          else if (detail::compare_cells(x, k) == compare_result::equal) return tri::yes;
         }
         return t;
       }

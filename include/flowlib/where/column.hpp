@@ -202,11 +202,42 @@ constexpr tri apply_cmp(int op_index, compare_result c) noexcept {
   return r ? tri::yes : tri::no;
 }
 
+// A column's C++ value (not optional) against a constant cell: the column's
+// kind is known at compile time, so only the constant's kind is tested per
+// row (a well-predicted branch).
+template <class T>
+inline compare_result native_vs_cell(const T& v, const cell& k) noexcept {
+  constexpr kind ck = kind_of<T>();
+  if constexpr (ck == kind::boolean) {
+    if (k.k == kind::boolean) return order<std::int64_t>(v ? 1 : 0, k.i);
+  } else if constexpr (ck == kind::int64) {
+    const auto x = static_cast<std::int64_t>(v);
+    if (k.k == kind::int64) return order(x, k.i);
+    if (k.k == kind::float64) return order(static_cast<double>(x), k.d);
+  } else if constexpr (ck == kind::float64) {
+    const auto x = static_cast<double>(v);
+    if (k.k == kind::float64) return order(x, k.d);
+    if (k.k == kind::int64) return order(x, static_cast<double>(k.i));
+  } else if constexpr (ck == kind::string) {
+    if (k.k == kind::string) {
+      const int c = std::string_view(v).compare(k.s);
+      return c < 0 ? compare_result::less : c > 0 ? compare_result::greater : compare_result::equal;
+    }
+  } else {
+    return compare_cells(to_cell(v), k);  // dates and timestamps
+  }
+  return compare_result::unknown;
+}
+
 template <class Col, int Op, class Row>
 tri column_vs_constant(const cell& k, const Row& r) {
-  // The column's kind is a compile-time constant here, so compare_cells'
-  // switch on it folds away; only the constant's kind is tested per row.
-  return apply_cmp(Op, compare_cells(to_cell(Col::get(r)), k));
+  const auto& v = Col::get(r);
+  if constexpr (flowlib::detail::is_optional_v<typename Col::value_type>) {
+    if (!v) return tri::unknown;
+    return apply_cmp(Op, native_vs_cell(*v, k));
+  } else {
+    return apply_cmp(Op, native_vs_cell(v, k));
+  }
 }
 
 template <class Col, class Row>
