@@ -31,3 +31,4 @@
 #include <flowlib/stream.hpp>
 #include <flowlib/storage/memory.hpp>
 #include <flowlib/table.hpp>
+#include <flowlib/where.hpp>
