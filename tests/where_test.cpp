@@ -362,6 +362,7 @@ TEST_CASE("R-WHERE-7: window() is nullopt for a predicate that is not a single-c
   CHECK_FALSE((w::col("d") > w::null()).window(ctx));
   CHECK_FALSE((w::col("d") > 1 && w::col("d") < "x").window(ctx));  // incomparable bounds
   CHECK_FALSE(w::expr{}.window(ctx));
+  CHECK_FALSE((w::col("d") > w::current_date() - "x").window(ctx));  // not computable
 }
 
 TEST_CASE("R-WHERE-7: covers() - a lower bound moving forward is covered by the previous window") {

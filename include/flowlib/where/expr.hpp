@@ -355,7 +355,8 @@ class expr {
   /// computable from literals and the clock, a BETWEEN of such values, or a
   /// conjunction (AND) of those on one column (bounds combine to the
   /// tightest). std::nullopt otherwise: "not a single-column range" (OR,
-  /// IN, <>, IS NULL, NOT, two columns, rand(), a bound that is NULL).
+  /// IN, <>, IS NULL, NOT, two columns, rand(), a bound that is NULL or
+  /// cannot be computed, bounds that cannot be compared).
   std::optional<where::window> window(const context& ctx) const;
 
   /// @brief The root node (for the library's own passes: binding, push-down).
@@ -491,7 +492,11 @@ struct window_builder {
 
 inline std::optional<window> expr::window(const context& ctx) const {
   detail::window_builder b{ctx, {}, {}, {}};
-  if (!b.add(*n_)) return std::nullopt;
+  try {
+    if (!b.add(*n_)) return std::nullopt;
+  } catch (const flowlib::error&) {
+    return std::nullopt;  // a bound that cannot be computed: binding reports it
+  }
   if (b.lo && b.hi && !compare(b.lo->at, b.hi->at)) return std::nullopt;  // incomparable bounds
   return where::window(std::move(b.column), std::move(b.lo), std::move(b.hi));
 }
