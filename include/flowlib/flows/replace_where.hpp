@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ranges>
 #include <span>
@@ -264,14 +265,16 @@ class ReplaceWhere {
     plan.slices = slices.size();
 
     BatchStats stats;
-    std::vector<Row> keep;
-    std::vector<where::value> keep_values;
+    // Scratch kept across updates (no fresh memory to fault in per update).
+    std::vector<Row>& keep = scratch<Row>(sizeof...(Sources));
+    std::vector<where::value>& keep_values = keep_values_;
+    keep_values.clear();
     if (!pick || !slices.empty()) {
       const where::expr read_p = pick ? (p && where::col(*slice_column_).in(slices)) : p;
-      auto rows = std::tuple<std::vector<typename Sources::row_type>...>{};
+      auto rows = scratch_tuple<typename Sources::row_type...>(std::index_sequence_for<Sources...>{});
       read_sources(rows, read_p, ctx, std::index_sequence_for<Sources...>{}, sources...);
       Result result = call_query(query, rows, std::index_sequence_for<Sources...>{}, stats);
-      auto bound = where::bind<Row>(p);
+      auto bound = where::bind<Row>(p, name_);
       bound.prepare(ctx);
       for (auto&& out : result) {
         Row r(std::forward<decltype(out)>(out));
@@ -318,22 +321,14 @@ class ReplaceWhere {
       rebuild_after = slice_column_.has_value();
     }
 
-    // Reserve (the last fallible steps), then commit.
+    // Reserve (the last fallible steps), then commit. The result rows'
+    // slices are prepared per run of equal values (a query's rows usually
+    // come grouped by the slice column).
     store.reserve(keep.size());
-    std::vector<std::vector<row_id>*> targets(keep.size(), nullptr);
-    if (slice_column_ && !rebuild_after) {
+    const bool index_rows = slice_column_ && !rebuild_after;
+    if (index_rows) {
       index_.reserve_ids(store.id_bound() + keep.size());
-      // Count per value, then prepare each slice once.
-      std::vector<std::pair<where::value, std::size_t>> counts;
-      {
-        std::unordered_map<where::value, std::size_t> n;
-        for (const auto& v : keep_values) ++n[v];
-        counts.assign(n.begin(), n.end());
-      }
-      for (auto& [v, n] : counts) index_.prepare(v, n);
-      for (std::size_t i = 0; i < keep.size(); ++i) {
-        targets[i] = &index_.slices().find(keep_values[i])->second;
-      }
+      for_each_run(keep_values, [&](std::size_t i, std::size_t n) { index_.prepare(keep_values[i], n); });
     }
     binding_.claim(target, kind, name_, /*exclusive=*/true);
 
@@ -345,9 +340,13 @@ class ReplaceWhere {
     }
     for (row_id id : doomed_rows) store.erase(id);
     deleted += doomed_rows.size();
-    for (std::size_t i = 0; i < keep.size(); ++i) {
-      const row_id id = store.insert(std::move(keep[i]));
-      if (targets[i] != nullptr) index_.add(*targets[i], id);
+    if (index_rows) {
+      for_each_run(keep_values, [&](std::size_t i, std::size_t n) {
+        std::vector<row_id>& slice = index_.slices().find(keep_values[i])->second;  // prepared
+        for (std::size_t k = i; k < i + n; ++k) index_.add(slice, store.insert(std::move(keep[k])));
+      });
+    } else {
+      for (Row& r : keep) store.insert(std::move(r));
     }
     index_.prune();
     if (rebuild_after) {
@@ -404,6 +403,38 @@ class ReplaceWhere {
   }
 
  private:
+  // Calls f(first, count) for each run of equal values.
+  template <class F>
+  static void for_each_run(const std::vector<where::value>& v, F&& f) {
+    for (std::size_t i = 0; i < v.size();) {
+      std::size_t j = i + 1;
+      while (j < v.size() && v[j] == v[i]) ++j;
+      f(i, j - i);
+      i = j;
+    }
+  }
+
+  // A scratch vector of T kept across updates in slot `slot` (emptied).
+  // The slot remembers its type: a flow applied with other source types
+  // gets fresh vectors.
+  template <class T>
+  std::vector<T>& scratch(std::size_t slot) {
+    static const char tag = 0;
+    if (scratch_.size() <= slot) scratch_.resize(slot + 1);
+    auto& [type, ptr] = scratch_[slot];
+    if (type != &tag || !ptr) {
+      ptr = std::make_shared<std::vector<T>>();
+      type = &tag;
+    }
+    auto& v = *static_cast<std::vector<T>*>(ptr.get());
+    v.clear();
+    return v;
+  }
+  template <class... T, std::size_t... I>
+  std::tuple<std::vector<T>&...> scratch_tuple(std::index_sequence<I...>) {
+    return std::tuple<std::vector<T>&...>(scratch<T>(I)...);
+  }
+
   // Reads each source into its vector, P pushed down where it binds.
   template <class Tuple, std::size_t... I, class... Sources>
   static void read_sources(Tuple& rows, const where::expr& p, const where::context& ctx,
@@ -415,8 +446,9 @@ class ReplaceWhere {
   template <class Query, class Tuple, std::size_t... I>
   static auto call_query(Query& query, Tuple& rows, std::index_sequence<I...>, BatchStats& stats) {
     stats.input_rows = (std::uint64_t{0} + ... + std::get<I>(rows).size());
-    return std::invoke(query, std::span<const typename std::tuple_element_t<I, Tuple>::value_type>(
-                                  std::get<I>(rows))...);
+    return std::invoke(
+        query, std::span<const typename std::remove_reference_t<std::tuple_element_t<I, Tuple>>::value_type>(
+                   std::get<I>(rows))...);
   }
 
   // The changed slices of `window` since the previous update, into `out`;
@@ -501,6 +533,8 @@ class ReplaceWhere {
   detail::replace_where_state state_;
   detail::slice_index index_;
   detail::column_reader reader_;  // the slice column of a target row
+  std::vector<std::pair<const void*, std::shared_ptr<void>>> scratch_;  // see scratch()
+  std::vector<where::value> keep_values_;
   bool indexed_ = false;
   bool external_unknown_ = false;
   ReplaceWherePlan plan_;
