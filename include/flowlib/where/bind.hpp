@@ -199,7 +199,7 @@ class bound {
   /// prepare() was not called.
   bool operator()(const Row& r) const {
     if (!ready_) [[unlikely]] not_prepared();
-    return test(root_, r) == detail::tri::yes;
+    return quick(root_, r) == detail::tri::yes;
   }
   /// @brief The three-valued result: true, false, or nullopt for unknown.
   std::optional<bool> evaluate(const Row& r) const {
@@ -447,23 +447,31 @@ class bound {
     }
   }
 
+  // test(), with the common leaf (a column against a constant) called
+  // directly rather than through test()'s dispatch.
+  detail::tri quick(std::uint32_t i, const Row& r) const {
+    const node_t& n = nodes_[i];
+    if (n.o == detail::bop::fast_cmp) return n.fast(n.k, r);
+    return test(i, r);
+  }
+
   detail::tri test(std::uint32_t i, const Row& r) const {
     using detail::tri;
     const node_t& n = nodes_[i];
     switch (n.o) {
       case detail::bop::fast_cmp: return n.fast(n.k, r);
       case detail::bop::and_: {
-        const tri a = test(n.a, r);
+        const tri a = quick(n.a, r);
         if (a == tri::no) return tri::no;
-        return detail::tri_and(a, test(n.b, r));
+        return detail::tri_and(a, quick(n.b, r));
       }
       case detail::bop::or_: {
-        const tri a = test(n.a, r);
+        const tri a = quick(n.a, r);
         if (a == tri::yes) return tri::yes;
-        return detail::tri_or(a, test(n.b, r));
+        return detail::tri_or(a, quick(n.b, r));
       }
       case detail::bop::not_: {
-        const tri a = test(n.a, r);
+        const tri a = quick(n.a, r);
         return a == tri::unknown ? a : (a == tri::yes ? tri::no : tri::yes);
       }
       case detail::bop::cmp:
