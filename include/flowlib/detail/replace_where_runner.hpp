@@ -30,6 +30,7 @@
 // other flow off the target (an exclusive flow). Internal.
 #pragma once
 
+#include <flowlib/detail/flow_builder.hpp>  // flow_registry (it includes this header last)
 #include <flowlib/detail/pipeline_flow.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/replace_where.hpp>
