@@ -338,6 +338,24 @@ TEST_CASE("R-WHERE-5/R-WHERE-8: a direct insert inside the window falls back; ou
   CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");  // eligible again
 }
 
+TEST_CASE("R-WHERE-1/R-WHERE-5: a failed update changes nothing, and its retry still sees the direct insert") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::ReplaceWhere flow{"agg", last_days(1)};
+  for (int n = 0; n < 3; ++n) {
+    raw.append(Event{day(n), 1, 1});
+    flow.apply(agg, at(n), daily, raw);
+  }
+  fl::dml_insert(agg, std::vector<Agg>{{day(2), 100, 100, std::nullopt}});
+  const auto before = agg.sorted_all_rows();
+  const auto failing = [](std::span<const Event>) -> std::vector<Agg> { throw std::runtime_error("query failed"); };
+  CHECK_THROWS_AS(flow.apply(agg, at(2), failing, raw), std::runtime_error);
+  CHECK(agg.sorted_all_rows() == before);
+  flow.apply(agg, at(2), daily, raw);
+  CHECK(reason_of(flow.last_plan()) == "EXTERNAL_CHANGE_IN_REPLACE_WINDOW");
+  CHECK(rows_of(agg, day(2)) == std::vector<Agg>{{day(2), 1, 1, std::nullopt}});
+}
+
 TEST_CASE("R-WHERE-7/R-WHERE-8: rand() falls back, and so does the update after it") {
   fl::MemorySource<Event> raw{"events"};
   for (int n = 0; n < 5; ++n) raw.append(Event{day(n), 1, 1});

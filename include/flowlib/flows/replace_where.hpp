@@ -219,7 +219,8 @@ class ReplaceWhere {
 
     // Rows inserted behind the flow (R-WHERE-5) join the index first, so a
     // recompute of their window deletes them too.
-    std::vector<where::value> external = adopt_external(target);
+    adopt_external(target);
+    const std::vector<where::value>& external = external_values_;
 
     ReplaceWherePlan plan;
     plan.predicate = p.to_string();
@@ -270,7 +271,11 @@ class ReplaceWhere {
     std::vector<where::value>& keep_values = keep_values_;
     keep_values.clear();
     if (!pick || !slices.empty()) {
-      const where::expr read_p = pick ? (p && where::col(*slice_column_).in(slices)) : p;
+      // The slices listed lie in P's window, and P is that window (one
+      // column): `column IN (slices)` alone selects their rows.
+      const where::expr read_p = !pick                        ? p
+                                 : p.columns().size() == 1 ? where::col(*slice_column_).in(slices)
+                                                           : (p && where::col(*slice_column_).in(slices));
       auto rows = scratch_tuple<typename Sources::row_type...>(std::index_sequence_for<Sources...>{});
       read_sources(rows, read_p, ctx, std::index_sequence_for<Sources...>{}, sources...);
       Result result = call_query(query, rows, std::index_sequence_for<Sources...>{}, stats);
@@ -365,6 +370,7 @@ class ReplaceWhere {
     next.target_id_bound = store.id_bound();
     state_ = std::move(next);
     external_unknown_ = false;
+    external_values_.clear();
 
     stats.applied_rows = keep.size();
     stats.inserted_rows = keep.size();
@@ -397,6 +403,7 @@ class ReplaceWhere {
                      "a flow keeps the state of exactly one target (R-WHERE-9)");
     rebuild_index(target);
     const auto& store = target.store();
+    external_values_.clear();
     external_unknown_ = s.has_previous && (store.size() != s.target_rows ||
                                            store.id_bound() != s.target_id_bound);
     state_ = std::move(s);
@@ -485,14 +492,15 @@ class ReplaceWhere {
     return all;
   }
 
-  // Rows the index does not know (inserted behind the flow) are indexed;
-  // returns their slice values.
+  // Rows the index does not know (inserted behind the flow) are indexed,
+  // and their slice values kept in external_values_ until an update
+  // succeeds (a failed update's retry still sees them).
   template <class Table>
-  std::vector<where::value> adopt_external(Table& target) {
-    std::vector<where::value> found;
+  void adopt_external(Table& target) {
+    std::vector<where::value>& found = external_values_;
     const auto& store = target.store();
-    if (!slice_column_ || !state_.has_previous) return found;
-    if (store.size() == state_.target_rows && store.id_bound() == state_.target_id_bound) return found;
+    if (!slice_column_ || !state_.has_previous) return;
+    if (store.size() == state_.target_rows && store.id_bound() == state_.target_id_bound) return;
     std::vector<std::pair<row_id, where::value>> fresh;
     store.for_each_row([&](row_id id, const typename Table::row_type& r) {
       if (!index_.knows(id)) fresh.emplace_back(id, reader_(r));
@@ -501,7 +509,6 @@ class ReplaceWhere {
       index_.add(v, id);
       found.push_back(std::move(v));
     }
-    return found;
   }
 
   template <class Table>
@@ -535,6 +542,7 @@ class ReplaceWhere {
   detail::column_reader reader_;  // the slice column of a target row
   std::vector<std::pair<const void*, std::shared_ptr<void>>> scratch_;  // see scratch()
   std::vector<where::value> keep_values_;
+  std::vector<where::value> external_values_;  // see adopt_external()
   bool indexed_ = false;
   bool external_unknown_ = false;
   ReplaceWherePlan plan_;
