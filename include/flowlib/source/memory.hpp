@@ -52,10 +52,12 @@
 //   - changed_values(column, since): the distinct values of `column` among
 //     the rows appended, discarded or erased after version `since`.
 // The change history is a log of (version, partition, offset range) records
-// for appends (the rows are still in the log; consecutive appends to one
-// partition share a record, so changed_values may report the values of a
-// few appends at or before `since` too: a superset, never fewer) and, for
-// removals, the removed rows themselves, moved out of the log. It is
+// for appends (the rows are still in the log) and, for removals, the removed
+// rows themselves, moved out of the log. Consecutive appends to one
+// partition share a record unless the version was read in between
+// (version(), scan(), read_all(), changed_values()): so changed_values is
+// exact for every `since` the source has reported, and for another `since`
+// it may include a few appends at or before it (a superset, never fewer). It is
 // bounded by options.change_history_rows (removed rows kept) and
 // options.change_history_records; past the bound the oldest records are
 // dropped, and forget_changes_before(v) drops the ones only needed for
@@ -275,6 +277,7 @@ class MemorySource {
   /// removal (discard_before, erase_where) that removed rows.
   std::uint64_t version() const {
     std::lock_guard lock(mutex_);
+    observed_ = true;
     return version_;
   }
 
@@ -305,6 +308,7 @@ class MemorySource {
     std::unordered_set<where::value> seen;
     {
       std::lock_guard lock(mutex_);
+      observed_ = true;
       if (since < horizon_) return std::nullopt;
       for (const change& c : changes_) {
         if (c.last_version <= since) continue;
@@ -335,6 +339,7 @@ class MemorySource {
     std::vector<std::uint64_t> ends;
     {
       std::lock_guard lock(mutex_);
+      observed_ = true;
       v = version_;
       for (const auto& part : parts_) ends.push_back(part.end);
     }
@@ -490,7 +495,8 @@ class MemorySource {
   void note_append(std::uint32_t partition, std::uint64_t from) {
     ++version_;
     const std::uint64_t to = parts_[partition].end;
-    if (!changes_.empty()) {
+    const bool observed = std::exchange(observed_, false);
+    if (!changes_.empty() && !observed) {
       change& last = changes_.back();
       if (last.appended && last.partition == partition && last.to == from) {
         last.to = to;
@@ -583,6 +589,9 @@ class MemorySource {
   std::uint64_t horizon_ = 0;        // smallest `since` changed_values() answers
   std::uint64_t removed_rows_ = 0;   // rows held by the removal records
   std::deque<change> changes_;
+  // The current version was reported to a reader: the next append starts a
+  // new change record (so changed_values is exact for reported versions).
+  mutable bool observed_ = false;
 };
 
 }  // namespace flowlib

@@ -215,8 +215,8 @@ class bound {
  private:
   using node_t = detail::bnode<Row>;
 
-  [[noreturn]] void fail(const std::string& column, const std::string& detail) const {
-    throw flowlib::error(errc::invalid_argument, flow_, column, "", detail);
+  [[noreturn]] void fail(const std::string& column, const std::string& what) const {
+    throw flowlib::error(errc::invalid_argument, flow_, column, "", what);
   }
   [[noreturn]] void not_prepared() const {
     fail("", "the predicate `" + p_.to_string() +
