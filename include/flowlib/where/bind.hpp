@@ -185,9 +185,13 @@ class bound {
 
   /// @brief Computes the clock and literal sub-trees for one update and
   /// seeds rand(). Throws flowlib::error when clock arithmetic does not
-  /// combine (it cannot, once bound: binding checked the kinds).
+  /// combine (it cannot, once bound: binding checked the kinds); the bound
+  /// predicate is then as it was.
   bound& prepare(const context& ctx) {
-    for (std::size_t i = 0; i < folds_.size(); ++i) consts_[i] = detail::fold(*folds_[i], ctx);
+    std::vector<value> next;
+    next.reserve(folds_.size());
+    for (const detail::node* f : folds_) next.push_back(detail::fold(*f, ctx));
+    consts_.swap(next);
     relink();
     rng_ = ctx.seed ^ 0x6A09E667F3BCC909ULL;
     ready_ = true;
