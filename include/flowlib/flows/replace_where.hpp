@@ -207,10 +207,11 @@ class ReplaceWhere {
                       "check the query's rows before they reach it");
     }
     if (binding_.begin_apply(target, name_, "a flow keeps the state of exactly one target (R-WHERE-9)")) {
-      const std::uint64_t updates = 0;  // a full refresh starts over (R-WHERE-6)
+      // The table was emptied behind the flow: the next update is a first
+      // update (R-WHERE-6).
       state_ = detail::replace_where_state{};
-      state_.updates = updates;
       indexed_ = false;
+      external_values_.clear();
       external_unknown_ = false;
     }
     auto& store = target.store();
