@@ -16,6 +16,7 @@
 #include <flowlib/flows/auto_cdc.hpp>
 #include <flowlib/flows/auto_cdc_snapshot.hpp>
 #include <flowlib/flows/replace_using.hpp>
+#include <flowlib/flows/replace_where.hpp>
 #include <flowlib/ops/dedup_within_watermark.hpp>
 #include <flowlib/ops/watermark.hpp>
 #include <flowlib/fwd.hpp>
@@ -31,3 +32,4 @@
 #include <flowlib/stream.hpp>
 #include <flowlib/storage/memory.hpp>
 #include <flowlib/table.hpp>
+#include <flowlib/where.hpp>

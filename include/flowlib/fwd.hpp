@@ -51,4 +51,19 @@ struct DedupOptions;
 template <class K, class T>
 class DedupWithinWatermark;
 
+
+// The REPLACE WHERE predicate language (<flowlib/where.hpp>).
+namespace where {
+class value;
+struct interval;
+struct context;
+struct endpoint;
+class window;
+class expr;
+template <class Row>
+class bound;
+template <class Row>
+class column_reader;
+}  // namespace where
+
 }  // namespace flowlib

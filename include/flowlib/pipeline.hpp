@@ -54,6 +54,7 @@
 #include <flowlib/error.hpp>
 #include <flowlib/event_log.hpp>
 #include <flowlib/source/position.hpp>
+#include <flowlib/where/expr.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -61,6 +62,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +109,11 @@ struct UpdateOptions {
   std::optional<std::chrono::system_clock::time_point> now;
   /// Called after every committed micro-batch.
   std::function<void(const FlowProgress&)> on_progress;
+  /// REPLACE WHERE (R-WHERE-4): flow name -> the predicate this update runs
+  /// with instead of the flow's own (a one-time backfill or correction);
+  /// later updates use the flow's predicate. A name that is not a REPLACE
+  /// WHERE flow of the pipeline is refused before anything runs.
+  std::map<std::string, where::expr, std::less<>> replace_where_overrides;
 };
 
 /// @brief What one flow did in an update.
@@ -188,6 +195,15 @@ class Pipeline final : private detail::flow_registry {
   UpdateSummary update(UpdateOptions options = {}) {
     now_ = options.now.value_or(std::chrono::system_clock::now());
     open();
+    for (const auto& [flow, p] : options.replace_where_overrides) {
+      const auto it = std::find_if(runners_.begin(), runners_.end(),
+                                   [&](const auto& r) { return r->name() == flow; });
+      if (it == runners_.end() || (*it)->kind() != std::string_view("REPLACE WHERE")) {
+        throw error(errc::invalid_argument, flow, "", "",
+                    "UpdateOptions::replace_where_overrides names no REPLACE WHERE flow of "
+                    "pipeline '" + name_ + "'; nothing was run");
+      }
+    }
     UpdateSummary summary;
     summary.update_id = ++update_id_;
     emit_update(update_state::started, nullptr, nullptr);
@@ -453,6 +469,14 @@ class Pipeline final : private detail::flow_registry {
                              const UpdateOptions& options) {
     FlowUpdateSummary sum;
     sum.flow = r.name();
+    {
+      detail::flow_update_context u{now_, update_id, nullptr};
+      if (auto it = options.replace_where_overrides.find(r.name());
+          it != options.replace_where_overrides.end()) {
+        u.replace_where_override = &it->second;
+      }
+      r.begin_update(u);
+    }
     if (r.once() && r.once_done()) {
       sum.skipped = true;
       return sum;
@@ -622,6 +646,16 @@ class Pipeline final : private detail::flow_registry {
                  const detail::planned_batch& p, const detail::batch_outcome& out,
                  std::chrono::steady_clock::time_point started, std::exception_ptr e) {
     if (events_ == nullptr) return;
+    if (out.planning) {  // REPLACE WHERE: how the batch was planned (R-WHERE-8)
+      planning_information_event pe;
+      pe.timestamp = now_;
+      pe.pipeline = name_;
+      pe.update_id = update_id;
+      pe.flow = r.name();
+      pe.technique = out.planning->technique;
+      pe.reason = out.planning->reason;
+      events_->planning_information(pe);
+    }
     flow_progress_event ev;
     ev.timestamp = now_;
     ev.pipeline = name_;

@@ -11,6 +11,9 @@
 //       .import_checkpoint(ckpt, "stream")// append flows only (R-TABLE-4)
 //       .into(table, policy);             // or .into(ForeachBatch<Row>{...})
 //
+// REPLACE WHERE reads whole tables instead (detail/replace_where_runner.hpp):
+//   pipeline.flow("name").from(source).with(other).query(fn).into(table, ReplaceWhere{p});
+//
 // Every step returns a new builder type; into() checks the combination at
 // compile time (R-TABLE-1, R-USING-9, R-TABLE-4) and hands a typed runner to
 // the pipeline, which checks names at run time (the Catalog's codes).
@@ -36,6 +39,9 @@
 #include <utility>
 
 namespace flowlib::detail {
+
+template <class... Sources>
+class replace_where_builder;  // detail/replace_where_runner.hpp, included at the end
 
 /// What the builder needs of the pipeline (implemented by Pipeline).
 class flow_registry {
@@ -145,9 +151,23 @@ class flow_builder {
         limit_, &checkpoint, std::move(stream));
   }
 
+  /// REPLACE WHERE: one more source, read as a table (the query's next span).
+  template <class S>
+  auto with(const S& source) && {
+    return std::move(*this).replace_where().with(source);
+  }
+  /// REPLACE WHERE: the query over the sources (docs/replace-where.md).
+  template <class Fn>
+  auto query(Fn fn) && {
+    return std::move(*this).replace_where().query(std::move(fn));
+  }
+
   /// Ends the declaration: the flow policy writes `table`.
   template <class Table, class Policy>
   void into(Table& table, Policy policy) && {
+    static_assert(Policy::kind != std::string_view("REPLACE WHERE"),
+                  "flowlib pipeline: a REPLACE WHERE flow needs its query: "
+                  ".from(source).with(...).query(fn).into(table, flow).");
     static_assert(!is_managed_table_v<Table> || Policy::kind == append_flow_kind,
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only append "
                   "flows (INSERT BY NAME); write this flow into a flowlib::StreamingTable "
@@ -192,6 +212,18 @@ class flow_builder {
   }
 
  private:
+  // The REPLACE WHERE declaration continues from here (R-WHERE-9: no
+  // expectations, no stages).
+  auto replace_where() && {
+    static_assert(Checks::size == 0,
+                  "flowlib pipeline: a REPLACE WHERE flow takes no expectations (R-WHERE-9); "
+                  "check the rows in the query instead.");
+    static_assert(sizeof...(Stages) == 0 && !Import,
+                  "flowlib pipeline: a REPLACE WHERE flow reads its sources as tables: no "
+                  "operators, quarantine stages or IMPORT CHECKPOINT.");
+    return replace_where_builder<Source>(*p_, std::move(name_), std::tuple<const Source*>(source_));
+  }
+
   template <class S>
   auto with_stage(S stage) && {
     return flow_builder<Source, Import, Checks, Stages..., S>(
@@ -246,3 +278,7 @@ class flow_start {
 };
 
 }  // namespace flowlib::detail
+
+// The REPLACE WHERE builder needs flow_registry (above) and is used by
+// flow_builder's templates: included last.
+#include <flowlib/detail/replace_where_runner.hpp>

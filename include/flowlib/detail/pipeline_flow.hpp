@@ -32,10 +32,13 @@
 #include <flowlib/source/position.hpp>
 #include <flowlib/source/snapshot.hpp>
 #include <flowlib/stats.hpp>
+#include <flowlib/where/expr.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <iterator>
 #include <memory>
 #include <ranges>
@@ -94,6 +97,22 @@ struct batch_outcome {
   std::uint64_t upserted_rows = 0;
   std::uint64_t deleted_rows = 0;
   bool skipped = false;                 ///< a ONCE flow that had run
+  /// How the batch was planned, for a planning_information event (REPLACE
+  /// WHERE: "INCREMENTAL" or "COMPLETE_RECOMPUTE" and the reason, if any).
+  struct planning_note {
+    std::string technique;
+    std::optional<std::string> reason;
+  };
+  std::optional<planning_note> planning;
+};
+
+/// What every flow learns at the start of an update, before its batches
+/// are planned.
+struct flow_update_context {
+  std::chrono::system_clock::time_point now{};  ///< the update's logical clock
+  std::uint64_t update_id = 0;
+  /// REPLACE WHERE: this update's override predicate (R-WHERE-4), or null.
+  const where::expr* replace_where_override = nullptr;
 };
 
 /// The erased interface of a declared flow. See the header comment.
@@ -122,6 +141,10 @@ class flow_runner {
   virtual bool once() const noexcept = 0;
   virtual bool once_done() const noexcept = 0;
   virtual std::size_t components() const noexcept = 0;
+
+  /// Called once per update before the flow's batches are planned (flows
+  /// whose batches depend on the update's clock; others ignore it).
+  virtual void begin_update(const flow_update_context&) {}
 
   virtual source_position start() const = 0;
   virtual source_position latest() const = 0;

@@ -37,6 +37,35 @@
 // twice (a redelivery the program appended again); the source never adds
 // duplicates itself, and reads each stored row once per batch.
 //
+// Whole-table reads and changes (R-WHERE-7). A REPLACE WHERE flow reads a
+// source as a table rather than as a stream, and asks what changed since
+// its last update:
+//   - version(): a number that increases on every append and every
+//     discard_before()/erase_where() that removes rows (and on nothing
+//     else: an unchanged version means an unchanged set of rows);
+//   - erase_where(pred): removes the rows matching pred (corrections,
+//     retention by value). An erased row keeps its offset: positions do not
+//     move, read() skips it, and plan(from, limit) still counts it towards
+//     `limit`. A batch replayed after an erase reads the rows left;
+//   - scan(f) / read_all(out): every row held, partition by partition, in
+//     offset order; both return the version the read started from;
+//   - changed_values(column, since): the distinct values of `column` among
+//     the rows appended, discarded or erased after version `since`.
+// The change history is a log of (version, partition, offset range) records
+// for appends (the rows are still in the log) and, for removals, the removed
+// rows themselves, moved out of the log. Consecutive appends to one
+// partition share a record unless the version was read in between
+// (version(), scan(), read_all(), changed_values()): so changed_values is
+// exact for every `since` the source has reported, and for another `since`
+// it may include a few appends at or before it (a superset, never fewer). It is
+// bounded by options.change_history_rows (removed rows kept) and
+// options.change_history_records; past the bound the oldest records are
+// dropped, and forget_changes_before(v) drops the ones only needed for
+// `since` < v. changed_values(column, since) returns std::nullopt when the
+// records it needs were dropped (since < history_horizon()) or the column
+// is not a readable FLOWLIB_SCHEMA column of Row: the caller then treats
+// everything as changed.
+//
 // Threads. Every member may be called from any thread: appends from
 // producer threads while the pipeline's thread plans and reads. A mutex
 // guards the log; rows are stored in fixed-size chunks that are never
@@ -47,7 +76,9 @@
 #pragma once
 
 #include <flowlib/error.hpp>
+#include <flowlib/schema.hpp>
 #include <flowlib/source/position.hpp>
+#include <flowlib/where/column.hpp>
 
 #include <algorithm>
 #include <concepts>
@@ -56,8 +87,11 @@
 #include <deque>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <ranges>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -67,6 +101,11 @@ namespace flowlib {
 struct MemorySourceOptions {
   std::uint32_t partitions = 1;                 ///< at least 1
   delivery guarantee = delivery::exactly_once;  ///< a declaration (R-EXACT-3)
+  /// Removed (discarded or erased) rows kept for changed_values(); older
+  /// removal records are dropped past it.
+  std::size_t change_history_rows = std::size_t{1} << 20;
+  /// Change records (appends and removals) kept for changed_values().
+  std::size_t change_history_records = std::size_t{1} << 16;
 };
 
 /// @brief An append-only in-memory log of rows; see the header comment.
@@ -97,6 +136,7 @@ class MemorySource {
   void append(Row row) {
     std::lock_guard lock(mutex_);
     parts_[0].push(std::move(row));
+    note_append(0, parts_[0].end - 1);
   }
 
   /// @brief Appends every row of `rows` to partition 0, in order, under one
@@ -106,7 +146,9 @@ class MemorySource {
              std::constructible_from<Row, std::ranges::range_reference_t<R>>)
   void append(R&& rows) {
     std::lock_guard lock(mutex_);
+    const std::uint64_t from = parts_[0].end;
     for (auto&& r : rows) parts_[0].push(Row(std::forward<decltype(r)>(r)));
+    if (parts_[0].end != from) note_append(0, from);
   }
 
   /// @brief Appends `row` to `partition`. Throws flowlib::error
@@ -115,6 +157,7 @@ class MemorySource {
     check_partition(partition, "append_to");
     std::lock_guard lock(mutex_);
     parts_[partition].push(std::move(row));
+    note_append(partition, parts_[partition].end - 1);
   }
 
   /// @brief The position before the first row still held.
@@ -204,14 +247,126 @@ class MemorySource {
   void discard_before(const source_position& p) {
     std::lock_guard lock(mutex_);
     check_position(p, "discard_before");
-    for (std::uint32_t i = 0; i < parts_.size(); ++i) parts_[i].discard_before(p.offset(i));
+    std::vector<Row> removed;
+    for (std::uint32_t i = 0; i < parts_.size(); ++i) parts_[i].discard_before(p.offset(i), removed);
+    note_removal(std::move(removed));
+  }
+
+  /// @brief Removes every held row for which `pred(row)` is true, and
+  /// records them as changes (see the header comment: offsets do not move).
+  /// `pred` runs under the source's lock and must not call into the source.
+  /// Returns the number of rows removed. If `pred` throws, the rows it
+  /// matched before the throw are removed and recorded, the others kept.
+  template <class Pred>
+    requires std::predicate<Pred&, const Row&>
+  std::uint64_t erase_where(Pred pred) {
+    std::lock_guard lock(mutex_);
+    std::vector<Row> removed;
+    try {
+      for (auto& part : parts_) part.erase_where(pred, removed);
+    } catch (...) {
+      note_removal(std::move(removed));
+      throw;
+    }
+    const std::uint64_t n = removed.size();
+    note_removal(std::move(removed));
+    return n;
+  }
+
+  /// @brief The source's version: increases on every append and every
+  /// removal (discard_before, erase_where) that removed rows.
+  std::uint64_t version() const {
+    std::lock_guard lock(mutex_);
+    observed_ = true;
+    return version_;
+  }
+
+  /// @brief The smallest `since` changed_values() can still answer.
+  std::uint64_t history_horizon() const {
+    std::lock_guard lock(mutex_);
+    return horizon_;
+  }
+
+  /// @brief Drops the change records only needed to answer changed_values()
+  /// for `since` < `v` (the caller will not ask about older versions).
+  void forget_changes_before(std::uint64_t v) {
+    std::lock_guard lock(mutex_);
+    while (!changes_.empty() && changes_.front().last_version <= v) pop_change();
+    horizon_ = std::max(horizon_, std::min(v, version_));
+  }
+
+  /// @brief The distinct values (sorted, structurally) of `column` among the
+  /// rows appended, discarded or erased after version `since`; std::nullopt
+  /// when the history no longer reaches back to `since` or Row has no
+  /// readable column `column`. Cost: O(changed rows), under the lock.
+  std::optional<std::vector<where::value>> changed_values(std::string_view column,
+                                                         std::uint64_t since) const
+    requires has_schema<Row>
+  {
+    const auto* entry = where::detail::find_column<Row>(column);
+    if (!entry || entry->k == where::kind::null) return std::nullopt;
+    std::unordered_set<where::value> seen;
+    {
+      std::lock_guard lock(mutex_);
+      observed_ = true;
+      if (since < horizon_) return std::nullopt;
+      for (const change& c : changes_) {
+        if (c.last_version <= since) continue;
+        if (c.appended) {
+          const partition_log& part = parts_[c.partition];
+          part.for_each_live(std::max(c.from, part.start), std::min(c.to, part.end),
+                             [&](const Row& r) { seen.insert(where::detail::to_value(entry->get(r))); });
+        } else {
+          for (const Row& r : c.removed) seen.insert(where::detail::to_value(entry->get(r)));
+        }
+      }
+    }
+    std::vector<where::value> out(seen.begin(), seen.end());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  /// @brief Calls f(const Row&) for every row held when the scan starts,
+  /// partition 0's first, each partition's in offset order; returns the
+  /// version the scan started from. Rows appended during the scan are not
+  /// visited; a removal during the scan may or may not be seen (it has a
+  /// later version, so changed_values reports it). f runs under the lock,
+  /// one chunk of rows at a time, and must not call into the source.
+  template <class F>
+    requires std::invocable<F&, const Row&>
+  std::uint64_t scan(F&& f) const {
+    std::uint64_t v = 0;
+    std::vector<std::uint64_t> ends;
+    {
+      std::lock_guard lock(mutex_);
+      observed_ = true;
+      v = version_;
+      for (const auto& part : parts_) ends.push_back(part.end);
+    }
+    for (std::uint32_t i = 0; i < parts_.size(); ++i) {
+      std::uint64_t at = 0;
+      while (true) {
+        std::lock_guard lock(mutex_);
+        at = std::max(at, parts_[i].start);
+        if (at >= ends[i]) break;
+        at = parts_[i].visit_chunk(at, ends[i], f);
+      }
+    }
+    return v;
+  }
+
+  /// @brief Appends every row held to `out` (scan's order); returns the
+  /// version the read started from.
+  std::uint64_t read_all(std::vector<Row>& out) const {
+    out.reserve(out.size() + static_cast<std::size_t>(size()));
+    return scan([&](const Row& r) { out.push_back(r); });
   }
 
   /// @brief The number of rows held (appended and not discarded).
   std::uint64_t size() const {
     std::lock_guard lock(mutex_);
     std::uint64_t n = 0;
-    for (const auto& part : parts_) n += part.end - part.start;
+    for (const auto& part : parts_) n += part.end - part.start - part.dead;
     return n;
   }
 
@@ -219,50 +374,170 @@ class MemorySource {
   // Rows per chunk: about 64 KiB of rows, at least 16.
   static constexpr std::size_t chunk_rows = std::max<std::size_t>(16, (64 * 1024) / sizeof(Row));
 
-  // One partition: rows [start, end) are held. chunks.front()[0] is the row
-  // at offset `base` (base <= start); every chunk is reserved to chunk_rows
-  // and never grows beyond it, so its rows never move.
+  // One partition: rows [start, end) are held, except the erased ones.
+  // chunks.front().rows[0] is the row at offset `base` (base <= start);
+  // every chunk is reserved to chunk_rows and never grows beyond it, so its
+  // rows never move. A chunk's `erased` flags are allocated on its first
+  // erase (empty: none erased); an erased or discarded row has been moved
+  // out into the change history and is never read again.
+  struct chunk {
+    std::vector<Row> rows;
+    std::vector<bool> erased;
+    bool live(std::size_t i) const { return erased.empty() || !erased[i]; }
+  };
+
   struct partition_log {
     std::uint64_t base = 0;
     std::uint64_t start = 0;
     std::uint64_t end = 0;
-    std::deque<std::vector<Row>> chunks;
+    std::uint64_t dead = 0;  // erased rows in [start, end)
+    std::deque<chunk> chunks;
 
     void push(Row&& row) {
-      if (chunks.empty() || chunks.back().size() == chunk_rows) {
-        std::vector<Row> c;
-        c.reserve(chunk_rows);
+      if (chunks.empty() || chunks.back().rows.size() == chunk_rows) {
+        chunk c;
+        c.rows.reserve(chunk_rows);
         chunks.push_back(std::move(c));
       }
-      chunks.back().push_back(std::move(row));
+      chunks.back().rows.push_back(std::move(row));
       ++end;
     }
 
-    // Copies rows from `at` up to `end_at` or the end of at's chunk,
-    // whichever is first; returns the offset after the last row copied.
-    std::uint64_t copy(std::uint64_t at, std::uint64_t end_at, std::vector<Row>& out) const {
-      const std::uint64_t idx = at - base;
-      const auto& c = chunks[static_cast<std::size_t>(idx / chunk_rows)];
-      const std::size_t first = static_cast<std::size_t>(idx % chunk_rows);
+    chunk& chunk_at(std::uint64_t at) { return chunks[static_cast<std::size_t>((at - base) / chunk_rows)]; }
+    const chunk& chunk_at(std::uint64_t at) const {
+      return chunks[static_cast<std::size_t>((at - base) / chunk_rows)];
+    }
+
+    // Calls f on the live rows from `at` up to `end_at` or the end of at's
+    // chunk, whichever is first; returns the offset after the last row
+    // considered.
+    template <class F>
+    std::uint64_t visit_chunk(std::uint64_t at, std::uint64_t end_at, F& f) const {
+      const chunk& c = chunk_at(at);
+      const std::size_t first = static_cast<std::size_t>((at - base) % chunk_rows);
       const std::size_t n =
-          static_cast<std::size_t>(std::min<std::uint64_t>(end_at - at, c.size() - first));
-      out.insert(out.end(), c.begin() + static_cast<std::ptrdiff_t>(first),
-                 c.begin() + static_cast<std::ptrdiff_t>(first + n));
+          static_cast<std::size_t>(std::min<std::uint64_t>(end_at - at, c.rows.size() - first));
+      for (std::size_t i = first; i < first + n; ++i)
+        if (c.live(i)) f(c.rows[i]);
       return at + n;
     }
 
-    void discard_before(std::uint64_t offset) {
+    // Calls f on the live rows in [from, to) (both within [start, end]).
+    template <class F>
+    void for_each_live(std::uint64_t from, std::uint64_t to, F&& f) const {
+      while (from < to) from = visit_chunk(from, to, f);
+    }
+
+    // Copies the live rows from `at` up to `end_at` or the end of at's
+    // chunk; returns the offset after the last row considered.
+    std::uint64_t copy(std::uint64_t at, std::uint64_t end_at, std::vector<Row>& out) const {
+      const chunk& c = chunk_at(at);
+      const std::size_t first = static_cast<std::size_t>((at - base) % chunk_rows);
+      const std::size_t n =
+          static_cast<std::size_t>(std::min<std::uint64_t>(end_at - at, c.rows.size() - first));
+      if (c.erased.empty()) {
+        out.insert(out.end(), c.rows.begin() + static_cast<std::ptrdiff_t>(first),
+                   c.rows.begin() + static_cast<std::ptrdiff_t>(first + n));
+      } else {
+        for (std::size_t i = first; i < first + n; ++i)
+          if (!c.erased[i]) out.push_back(c.rows[i]);
+      }
+      return at + n;
+    }
+
+    // Moves the live rows before `offset` into `removed` and drops them.
+    void discard_before(std::uint64_t offset, std::vector<Row>& removed) {
       if (offset <= start) return;
+      for (std::uint64_t at = start; at < offset; ++at) {
+        chunk& c = chunk_at(at);
+        const std::size_t i = static_cast<std::size_t>((at - base) % chunk_rows);
+        if (c.live(i)) removed.push_back(std::move(c.rows[i]));
+        else --dead;
+      }
       start = offset;
       // Free the chunks that hold only discarded rows (a full chunk whose
       // last row is before `start`).
-      while (!chunks.empty() && chunks.front().size() == chunk_rows &&
+      while (!chunks.empty() && chunks.front().rows.size() == chunk_rows &&
              base + chunk_rows <= start) {
         chunks.pop_front();
         base += chunk_rows;
       }
     }
+
+    // Marks the live rows matching pred as erased, moving them to `removed`.
+    template <class Pred>
+    void erase_where(Pred& pred, std::vector<Row>& removed) {
+      for (std::uint64_t at = start; at < end; ++at) {
+        chunk& c = chunk_at(at);
+        const std::size_t i = static_cast<std::size_t>((at - base) % chunk_rows);
+        if (!c.live(i) || !pred(std::as_const(c.rows[i]))) continue;
+        if (c.erased.empty()) c.erased.assign(chunk_rows, false);
+        c.erased[i] = true;
+        ++dead;
+        removed.push_back(std::move(c.rows[i]));
+      }
+    }
   };
+
+  // One change record: rows appended to `partition` at offsets [from, to)
+  // by the appends of versions first_version..last_version, or removed rows
+  // (one discard_before or erase_where, of version last_version).
+  struct change {
+    std::uint64_t first_version = 0;
+    std::uint64_t last_version = 0;
+    bool appended = true;
+    std::uint32_t partition = 0;
+    std::uint64_t from = 0, to = 0;
+    std::vector<Row> removed;
+  };
+
+  // Under the lock: an append of [from, end) to `partition` just happened.
+  void note_append(std::uint32_t partition, std::uint64_t from) {
+    ++version_;
+    const std::uint64_t to = parts_[partition].end;
+    const bool observed = std::exchange(observed_, false);
+    if (!changes_.empty() && !observed) {
+      change& last = changes_.back();
+      if (last.appended && last.partition == partition && last.to == from) {
+        last.to = to;
+        last.last_version = version_;
+        return;
+      }
+    }
+    change c;
+    c.first_version = c.last_version = version_;
+    c.partition = partition;
+    c.from = from;
+    c.to = to;
+    changes_.push_back(std::move(c));
+    trim_changes();
+  }
+
+  // Under the lock: rows were removed (none: nothing changed).
+  void note_removal(std::vector<Row>&& removed) {
+    if (removed.empty()) return;
+    ++version_;
+    change c;
+    c.first_version = c.last_version = version_;
+    c.appended = false;
+    removed_rows_ += removed.size();
+    c.removed = std::move(removed);
+    changes_.push_back(std::move(c));
+    trim_changes();
+  }
+
+  void pop_change() {
+    change& c = changes_.front();
+    removed_rows_ -= c.removed.size();
+    horizon_ = std::max(horizon_, c.last_version);
+    changes_.pop_front();
+  }
+
+  void trim_changes() {
+    while (!changes_.empty() && (changes_.size() > options_.change_history_records ||
+                                 removed_rows_ > options_.change_history_rows))
+      pop_change();
+  }
 
   [[noreturn]] void fail(const std::string& detail) const {
     throw error(errc::invalid_argument, name_, "", "", detail);
@@ -310,6 +585,13 @@ class MemorySource {
   MemorySourceOptions options_;
   mutable std::mutex mutex_;
   std::vector<partition_log> parts_;
+  std::uint64_t version_ = 0;
+  std::uint64_t horizon_ = 0;        // smallest `since` changed_values() answers
+  std::uint64_t removed_rows_ = 0;   // rows held by the removal records
+  std::deque<change> changes_;
+  // The current version was reported to a reader: the next append starts a
+  // new change record (so changed_values is exact for reported versions).
+  mutable bool observed_ = false;
 };
 
 }  // namespace flowlib

@@ -1,0 +1,113 @@
+// flowlib/flows/where/planner.hpp
+//
+// How a REPLACE WHERE update is planned (R-WHERE-7, R-WHERE-8): incremental
+// (reprocess only the slices of the window whose source data changed since
+// the previous update) or a complete recompute of the window, and, for a
+// recompute that was not the only possibility, exactly one reason.
+//
+// The conditions for an incremental update, checked in this order; the
+// first that fails gives the reason (the precedence: properties of the
+// predicates before properties of the data, since a recompute forced by the
+// predicate makes the data question moot):
+//
+//   (none)  the first update of the flow (or the first after a full refresh
+//           of its table), or incremental updates disabled by the flow's
+//           options: COMPLETE_RECOMPUTE with no reason (there is nothing to be
+//           incremental from, or it was not asked for);
+//   1. REPLACE_WHERE_NOT_DETERMINISTIC: the predicate of this update uses a
+//      non-deterministic function (rand()); clock functions are allowed;
+//   2. PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC: the previous update's did;
+//   3. UNSUPPORTED_REPLACE_WHERE_PREDICATE: this update runs with an
+//      override predicate (R-WHERE-4); or no source has the predicate's
+//      columns (it cannot be pushed down); or the predicate does not select
+//      a single range of the slice column (where::expr::window); or the
+//      previous update's window is unknown, or does not cover this one (the
+//      window would take in rows the previous predicate excluded: a moving
+//      upper bound, a widened window);
+//   4. EXTERNAL_CHANGE_IN_REPLACE_WINDOW: rows were inserted into the target
+//      behind the flow (R-WHERE-5) inside this update's window.
+// Internal; the reasons' names are public (flows/replace_where.hpp).
+#pragma once
+
+#include <flowlib/where/window.hpp>
+
+#include <optional>
+#include <string_view>
+
+namespace flowlib {
+
+/// @brief How a REPLACE WHERE update was carried out (R-WHERE-8).
+enum class replace_where_technique {
+  incremental,         ///< only the changed slices of the window ("INCREMENTAL")
+  complete_recompute,  ///< every row of the window ("COMPLETE_RECOMPUTE")
+};
+
+/// @brief "INCREMENTAL" or "COMPLETE_RECOMPUTE" (the event log's `technique`).
+constexpr std::string_view to_string(replace_where_technique t) noexcept {
+  return t == replace_where_technique::incremental ? "INCREMENTAL" : "COMPLETE_RECOMPUTE";
+}
+
+/// @brief Why a REPLACE WHERE update recomputed its whole window (R-WHERE-8).
+enum class replace_where_reason {
+  not_deterministic,        ///< REPLACE_WHERE_NOT_DETERMINISTIC
+  prior_not_deterministic,  ///< PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC
+  unsupported_predicate,    ///< UNSUPPORTED_REPLACE_WHERE_PREDICATE
+  external_change,          ///< EXTERNAL_CHANGE_IN_REPLACE_WINDOW
+};
+
+/// @brief The reason's name in the event log ("EXTERNAL_CHANGE_IN_REPLACE_WINDOW", ...).
+constexpr std::string_view to_string(replace_where_reason r) noexcept {
+  switch (r) {
+    case replace_where_reason::not_deterministic: return "REPLACE_WHERE_NOT_DETERMINISTIC";
+    case replace_where_reason::prior_not_deterministic:
+      return "PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC";
+    case replace_where_reason::unsupported_predicate: return "UNSUPPORTED_REPLACE_WHERE_PREDICATE";
+    case replace_where_reason::external_change: return "EXTERNAL_CHANGE_IN_REPLACE_WINDOW";
+  }
+  return "UNKNOWN";
+}
+
+namespace detail {
+
+/// What the planner looks at (gathered by the flow before it reads anything).
+struct replace_where_facts {
+  bool incremental_enabled = true;   ///< ReplaceWhereOptions::incremental
+  bool has_previous = false;         ///< an update ran on this table before
+  bool is_override = false;          ///< this update runs with an override (R-WHERE-4)
+  bool deterministic = true;         ///< this update's predicate
+  bool previous_nondeterministic = false;
+  bool pushable = false;             ///< some source has every column of the predicate
+  /// This update's window on the slice column (nullopt: not a single range
+  /// of that column).
+  std::optional<where::window> current;
+  std::optional<where::window> previous;  ///< the previous update's, if known
+  /// Rows inserted behind the flow since the previous update lie in the
+  /// current window (or where they lie is unknown).
+  bool external_change_in_window = false;
+};
+
+/// The plan: the technique and, for a recompute chosen over an incremental
+/// update, the reason.
+struct replace_where_decision {
+  replace_where_technique technique = replace_where_technique::complete_recompute;
+  std::optional<replace_where_reason> reason;
+};
+
+/// Decides with the precedence of the header comment.
+inline replace_where_decision plan_replace_where(const replace_where_facts& f) {
+  using enum replace_where_reason;
+  const auto recompute = [](std::optional<replace_where_reason> r) {
+    return replace_where_decision{replace_where_technique::complete_recompute, r};
+  };
+  if (!f.has_previous || !f.incremental_enabled) return recompute(std::nullopt);
+  if (!f.deterministic) return recompute(not_deterministic);
+  if (f.previous_nondeterministic) return recompute(prior_not_deterministic);
+  if (f.is_override || !f.pushable || !f.current || !f.previous || !f.previous->covers(*f.current)) {
+    return recompute(unsupported_predicate);
+  }
+  if (f.external_change_in_window) return recompute(external_change);
+  return {replace_where_technique::incremental, std::nullopt};
+}
+
+}  // namespace detail
+}  // namespace flowlib
