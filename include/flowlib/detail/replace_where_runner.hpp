@@ -153,6 +153,19 @@ class replace_where_runner final : public flow_runner {
   }
   void refresh_target() override { target_->full_refresh(); }
   void forget_quarantined() override {}
+  // Durable targets (SqliteStorage): loaded at open, and each update's
+  // changes written in its transaction, as for every other flow.
+  void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) override {
+    if constexpr (requires { target_->store().attach(store, target_->name(), target_->append_log()); }) {
+      for (const void* p : attached)
+        if (p == static_cast<const void*>(target_)) return;
+      target_->store().attach(store, target_->name(), target_->append_log());
+      attached.push_back(target_);
+    }
+  }
+  void persist() override {
+    if constexpr (requires { target_->store().write_changes(); }) target_->store().write_changes();
+  }
 
   /// The flow (its last_plan(), for tests and programs).
   const ReplaceWhere<>& flow() const noexcept { return flow_; }
