@@ -158,3 +158,71 @@ TEST_CASE("Event log: update ids go on increasing across a restart over the same
   CHECK(events[3]["update_id"] == 2);
   CHECK(events[6]["update_id"] == 3);
 }
+
+namespace pipeline_events_test {
+
+/// A MemoryCheckpoint whose write() stores a commit record and then throws
+/// checkpoint_io, once (FileCheckpoint's case of a failed directory fsync
+/// after the rename).
+class fails_after_commit final : public fl::checkpoint_store {
+ public:
+  bool durable() const noexcept override { return inner.durable(); }
+  std::string describe() const override { return inner.describe(); }
+  std::optional<std::string> read(std::string_view path) const override { return inner.read(path); }
+  void write(std::string_view path, std::string_view bytes) override {
+    inner.write(path, bytes);
+    if (armed && path.find("/commits/") != std::string_view::npos) {
+      armed = false;
+      throw fl::error(fl::errc::checkpoint_io, "checkpoint", "", "", "fsync of the directory failed");
+    }
+  }
+  std::vector<std::string> list(std::string_view path) const override { return inner.list(path); }
+  void remove(std::string_view path) override { inner.remove(path); }
+
+  fl::MemoryCheckpoint inner;
+  bool armed = true;
+};
+
+}  // namespace pipeline_events_test
+
+TEST_CASE("Event log: a batch committed before the store reported an error is COMPLETED, with the error (R-EXACT-1)") {
+  fl::MemorySource<Order> feed{"orders"};
+  fl::StreamingTable<Order> all{"all"};
+  fails_after_commit ckpt;
+  std::vector<json> events;
+  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  feed.append(o(1, "a", 1, 1));
+  feed.append(o(2, "b", 2, 1));
+  feed.append(o(3, "c", 3, 1));
+  {
+    fl::Pipeline p{"toko", ckpt};
+    p.event_log(log);
+    p.flow("copy").from(feed).into(all, fl::Append{});
+    CHECK_THROWS_AS(p.update(), fl::error);
+    CHECK(all.size() == 3);  // committed: the rows stay
+    p.update();              // nothing left to do
+    CHECK(all.size() == 3);
+  }
+  std::uint64_t committed_rows = 0;
+  int completed = 0;
+  int failed = 0;
+  for (const json& e : events) {
+    if (e["event_type"] != "flow_progress") continue;
+    if (e["status"] == "COMPLETED") {
+      ++completed;
+      committed_rows += e["metrics"]["num_output_rows"].get<std::uint64_t>();
+      CHECK(e["metrics"]["num_input_rows"] == 3);
+      REQUIRE(e.contains("error"));
+      CHECK(e["error"]["code"] == "CHECKPOINT_IO_ERROR");
+    }
+    if (e["status"] == "FAILED") ++failed;
+  }
+  CHECK(completed == 1);
+  CHECK(failed == 0);
+  CHECK(committed_rows == all.size());
+  // The update itself failed: its update_progress event says so.
+  int failed_updates = 0;
+  for (const json& e : events)
+    if (e["event_type"] == "update_progress" && e["state"] == "FAILED") ++failed_updates;
+  CHECK(failed_updates == 1);
+}

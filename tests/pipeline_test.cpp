@@ -102,6 +102,56 @@ TEST_CASE("Pipeline: a new Pipeline over the same checkpoint and tables resumes 
   CHECK(log.size() == 4);  // each row appended once
 }
 
+TEST_CASE("Pipeline: a restarted source holding fewer records than the checkpoint planned or committed is refused, nothing run (R-EXACT-6)") {
+  fl::StreamingTable<Booking> current{"current"};
+  fl::MemoryCheckpoint ckpt;
+  const auto refused = [](fl::Pipeline& p) {
+    try {
+      p.update();
+      return std::string("accepted");
+    } catch (const fl::error& e) {
+      CHECK(e.code() == fl::errc::checkpoint_mismatch);
+      CHECK(e.flow() == "current");
+      return std::string(e.what());
+    }
+  };
+  {  // First run: 3 records committed, 2 more planned, then a fault.
+    fl::MemorySource<Booking> feed{"feed"};
+    for (int i = 0; i < 5; ++i) feed.append(b(i, "new", 10, 1));
+    fl::PipelineOptions po;
+    po.fault_hook = [](fl::fault_point at, std::string_view, std::uint64_t batch) {
+      if (batch == 1 && at == fl::fault_point::before_table_write) throw std::runtime_error("crash");
+    };
+    fl::Pipeline p{"bookings", ckpt, po};
+    p.flow("current").from(feed).max_rows_per_batch(3).into(current, Current{"current"});
+    CHECK_THROWS_AS(p.update(), std::runtime_error);
+    CHECK(current.size() == 3);
+  }
+  const auto records = ckpt.record_count();
+  for (int held : {0, 2, 4}) {  // fewer than committed (3), or than planned (5)
+    CAPTURE(held);
+    fl::MemorySource<Booking> feed{"feed"};
+    for (int i = 0; i < held; ++i) feed.append(b(i, "new", 10, 1));
+    fl::Pipeline p{"bookings", ckpt};
+    p.flow("current").from(feed).max_rows_per_batch(3).into(current, Current{"current"});
+    const std::string what = refused(p);
+    CHECK(what.find("CHECKPOINT_MISMATCH") != std::string::npos);
+    CHECK(what.find("source 'feed' holds " + std::to_string(held) + " records") != std::string::npos);
+    CHECK(what.find(held < 3 ? "committed" : "planned") != std::string::npos);
+    CHECK(current.size() == 3);
+    CHECK(ckpt.record_count() == records);  // no position moved
+  }
+  // The same five records again: the planned batch replays, then new ones.
+  fl::MemorySource<Booking> feed{"feed"};
+  for (int i = 0; i < 5; ++i) feed.append(b(i, "new", 10, 1));
+  feed.append(b(5, "new", 10, 1));
+  fl::Pipeline p{"bookings", ckpt};
+  p.flow("current").from(feed).max_rows_per_batch(3).into(current, Current{"current"});
+  const auto s = p.update();
+  CHECK(s.flow("current")->input_rows == 3);  // 2 planned + 1 new
+  CHECK(current.size() == 6);
+}
+
 TEST_CASE("Pipeline: declaration errors carry the catalog's codes (R-TABLE-1, R-USING-9)") {
   fl::MemorySource<Booking> feed{"feed"};
   fl::StreamingTable<Booking> current{"current"};

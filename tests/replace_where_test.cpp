@@ -1,4 +1,4 @@
-// REPLACE WHERE (docs/replace-where.md, docs/semantics.md R-WHERE-1..9): the
+// REPLACE WHERE (docs/replace-where.md, docs/semantics.md R-WHERE-1..10): the
 // four examples of the documentation as scenarios, every fallback reason,
 // the declaration errors, checkpoints, events, and a randomised check that
 // incremental updates give the same target as complete recomputes.
@@ -527,9 +527,9 @@ TEST_CASE("R-WHERE-7: a restarted pipeline goes on incrementally from its checkp
     if (j["event_type"] == "planning_information") techniques.push_back(j["technique"]);
   }};
   for (int n = 0; n < 6; ++n) {
-    fl::Pipeline p{"p", ck};  // a new pipeline every update
+    fl::Pipeline p{"p", ck};  // a new pipeline every update, the same query version
     p.event_log(log);
-    p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(2)});
+    p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2)});
     raw.append(Event{day(n), 1, n});
     fl::UpdateOptions o;
     o.now = clock_at(n);
@@ -544,12 +544,201 @@ TEST_CASE("R-WHERE-7: a restarted pipeline goes on incrementally from its checkp
   fl::dml_insert(agg, std::vector<Agg>{{day(5), 50, 50, std::nullopt}});
   fl::Pipeline p{"p", ck};
   p.event_log(log);
-  p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(2)});
+  p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2)});
   fl::UpdateOptions o;
   o.now = clock_at(5);
   p.update(o);
   CHECK(techniques.back() == "COMPLETE_RECOMPUTE");
   CHECK(rows_of(agg, day(5)).size() == 1);
+}
+
+// --- R-WHERE-10: the flow's recorded definition -----------------------------------------------
+
+namespace rw_test {
+
+/// One update of a new pipeline over `ck` (as a restarted program runs it):
+/// the flow "agg" with `predicate`, `query` and its `version`, at noon of
+/// day n. Returns the planning event's technique and reason.
+template <class Query>
+std::pair<std::string, std::string> update_restarted(fl::MemoryCheckpoint& ck, fl::MemorySource<Event>& raw,
+                                                     fl::StreamingTable<Agg>& agg, w::expr predicate,
+                                                     Query query, std::string version, int n,
+                                                     fl::ReplaceWhereOptions options = {},
+                                                     int updates = 1) {
+  std::pair<std::string, std::string> plan;
+  fl::EventLog log{[&](std::string_view line) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event_type"] != "planning_information") return;
+    plan.first = j["technique"];
+    plan.second = j["reason"].is_null() ? "none" : std::string(j["reason"]);
+  }};
+  fl::Pipeline p{"p", ck};
+  p.event_log(log);
+  p.flow("agg").from(raw).query(query, std::move(version)).into(agg, fl::ReplaceWhere{std::move(predicate), options});
+  for (int i = 0; i < updates; ++i) {
+    fl::UpdateOptions o;
+    o.now = clock_at(n);
+    p.update(o);
+  }
+  return plan;
+}
+
+}  // namespace rw_test
+
+TEST_CASE("R-WHERE-10: a new query version recomputes the whole window, once") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  // Query v1 over days 0..6 (one event a day, two users on even days).
+  for (int n = 0; n < 7; ++n) {
+    raw.append(Event{day(n), 1, n});
+    if (n % 2 == 0) raw.append(Event{day(n), 2, 1});
+    update_restarted(ck, raw, agg, last_days(6), daily, "v1", n);
+  }
+  CHECK(agg.size() == 7);
+  // A new program: query v2 also computes uniq_users. One more day of rows.
+  raw.append(Event{day(7), 1, 7});
+  const auto plan = update_restarted(ck, raw, agg, last_days(6), daily_with_uniq, "v2", 7);
+  CHECK(plan == std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  // Every row of the window (days 1..7) has v2's values; day 0 keeps v1's.
+  for (const Agg& a : agg.sorted_all_rows()) {
+    CAPTURE(a.event_date);
+    if (a.event_date == day(0)) {
+      CHECK(!a.uniq_users.has_value());
+    } else {
+      REQUIRE(a.uniq_users.has_value());
+      const int n = static_cast<int>((a.event_date - day(0)).count());
+      CHECK(*a.uniq_users == (n % 2 == 0 ? 2 : 1));
+    }
+  }
+  CHECK(agg.size() == 8);
+  // The definition is recorded: the next run with v2 is incremental again.
+  raw.append(Event{day(8), 3, 8});
+  CHECK(update_restarted(ck, raw, agg, last_days(6), daily_with_uniq, "v2", 8) ==
+        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
+  CHECK(rows_of(agg, day(8)).at(0).uniq_users == 1);
+}
+
+TEST_CASE("R-WHERE-10: a changed predicate or incremental option recomputes the window once") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 4; ++n) raw.append(Event{day(n), 1, n});
+  update_restarted(ck, raw, agg, last_days(3), daily, "v1", 3);
+  raw.append(Event{day(4), 1, 4});
+  // A narrower window would be covered by the previous one: still recomputed,
+  // since the predicate is part of the definition.
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 4) ==
+        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  raw.append(Event{day(5), 1, 5});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 5) ==
+        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
+  // Incremental updates switched off, then on again.
+  raw.append(Event{day(6), 1, 6});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 6, {.incremental = false}) ==
+        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "none"});
+  raw.append(Event{day(7), 1, 7});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 7) ==
+        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  CHECK(agg.size() == 8);
+  // The version may be given in the options instead; the same version is
+  // the same definition.
+  raw.append(Event{day(8), 1, 8});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "", 8, {.query_version = "v1"}) ==
+        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
+}
+
+TEST_CASE("R-WHERE-10: an unversioned query recomputes the window at the first update of each pipeline") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 3; ++n) raw.append(Event{day(n), 1, n});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "", 2) ==
+        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "none"});
+  // A new pipeline: nothing says its query is the one that wrote the rows.
+  raw.append(Event{day(3), 1, 3});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "", 3) ==
+        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_QUERY_NOT_VERSIONED"});
+  // Within one pipeline, the second update is incremental: its flow object
+  // wrote the state it goes on from.
+  raw.append(Event{day(4), 1, 4});
+  fl::MemoryCheckpoint ck2;
+  fl::StreamingTable<Agg> agg2{"agg"};
+  update_restarted(ck2, raw, agg2, last_days(2), daily, "", 4);
+  CHECK(update_restarted(ck2, raw, agg2, last_days(2), daily, "", 4, {}, 2) ==
+        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
+  // A versioned query over an unversioned flow's state: a definition change.
+  CHECK(update_restarted(ck2, raw, agg2, last_days(2), daily, "v1", 4) ==
+        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+}
+
+TEST_CASE("R-WHERE-10: standalone flows compare definitions through their checkpoint") {
+  fl::MemorySource<Event> raw{"events"};
+  for (int n = 0; n < 5; ++n) raw.append(Event{day(n), 1, n});
+  fl::StreamingTable<Agg> agg{"agg"};
+  std::string blob;
+  {
+    fl::ReplaceWhere v1{"agg", last_days(2), {.query_version = "v1"}};
+    v1.apply(agg, at(4), daily, raw);
+    fl::detail::byte_writer wr{blob};
+    v1.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+  }
+  const auto restored = [&](fl::ReplaceWhereOptions o) {
+    auto f = std::make_unique<fl::ReplaceWhere<>>("agg", last_days(2), std::move(o));
+    fl::checkpoint_blobs b;
+    b.snapshot = std::string_view(blob);
+    f->read_checkpoint(agg, b);
+    raw.append(Event{day(4), 9, 1});
+    f->apply(agg, at(4), daily, raw);
+    return reason_of(f->last_plan());
+  };
+  CHECK(restored({.query_version = "v1"}) == "none");
+  CHECK(technique_of(fl::ReplaceWhere{"x", last_days(2)}.last_plan()) == "COMPLETE_RECOMPUTE");
+  CHECK(restored({.query_version = "v2"}) == "REPLACE_WHERE_DEFINITION_CHANGED");
+  CHECK(restored({}) == "REPLACE_WHERE_DEFINITION_CHANGED");
+}
+
+TEST_CASE("R-WHERE-10: query(fn, version) and a different ReplaceWhereOptions::query_version are refused") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  fl::Pipeline p{"p", ck};
+  try {
+    p.flow("agg").from(raw).query(daily, "v2").into(agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
+    FAIL("two versions were accepted");
+  } catch (const fl::error& e) {
+    CHECK(e.code() == fl::errc::invalid_argument);
+    CHECK(std::string(e.what()).find("\"v1\"") != std::string::npos);
+  }
+  // The same version twice is one version.
+  p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
+}
+
+TEST_CASE("R-WHERE-4/R-WHERE-7: an override's window is remembered on the flow's slice column only") {
+  fl::MemorySource<Event> raw{"events"};
+  for (int n = 0; n < 10; ++n) raw.append(Event{day(n), n, n});
+  const w::expr with_or = last_days(3) || w::col("events") == 7;
+  SUBCASE("a flow predicate with no single range has no slice column: every update recomputes") {
+    fl::StreamingTable<Agg> agg{"agg"};
+    fl::ReplaceWhere flow{"agg", with_or, {.query_version = "v1"}};
+    CHECK(!flow.slice_column().has_value());
+    flow.apply_override(agg, last_days(2), at(9), daily, raw);
+    CHECK(!flow.last_plan().window.has_value());  // not remembered: no slice column
+    raw.append(Event{day(10), 1, 1});
+    flow.apply(agg, at(10), daily, raw);
+    CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
+    CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+  }
+  SUBCASE("a flow predicate with a range: the override's window covers the next update's") {
+    fl::StreamingTable<Agg> agg{"agg"};
+    fl::ReplaceWhere flow{"agg", last_days(1), {.query_version = "v1"}};
+    flow.apply(agg, at(9), daily, raw);
+    flow.apply_override(agg, last_days(5), at(9), daily, raw);
+    REQUIRE(flow.last_plan().window.has_value());
+    raw.append(Event{day(10), 1, 1});
+    flow.apply(agg, at(10), daily, raw);
+    CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  }
 }
 
 TEST_CASE("R-WHERE-1: a failed update is undone and replayed exactly once") {
@@ -706,4 +895,23 @@ TEST_CASE("R-WHERE-7: incremental updates give the target a complete recompute g
   CHECK(updates == 40 * 30);
   // The comparison is not vacuous: many updates were incremental.
   CHECK(incremental_updates > updates / 4);
+}
+
+TEST_CASE("R-WHERE-3: where::context takes any system-clock time point, floored to microseconds") {
+  const std::chrono::system_clock::time_point now =
+      std::chrono::system_clock::time_point(day(3)) + std::chrono::hours(5) + std::chrono::nanoseconds(1'999);
+  const w::context c{now};
+  CHECK(c.now == w::timestamp_type(day(3)) + std::chrono::hours(5) + std::chrono::microseconds(1));
+  CHECK(c.current_date() == day(3));
+  CHECK(c.seed == 0);
+  const w::context seeded{day(4), 9};  // a sys_days is a time point too
+  CHECK(seeded.current_date() == day(4));
+  CHECK(seeded.seed == 9);
+  // UpdateOptions::now and the standalone clock give the same updates.
+  fl::MemorySource<Event> raw{"events"};
+  for (int n = 0; n < 4; ++n) raw.append(Event{day(n), 1, n});
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::ReplaceWhere flow{"agg", last_days(1)};
+  flow.apply(agg, w::context{clock_at(3)}, daily, raw);
+  CHECK(agg.size() == 2);
 }

@@ -65,8 +65,12 @@ enum class update_state : std::uint8_t {
 
 /// @brief The outcome of one flow's batch, in a flow_progress event.
 enum class flow_status : std::uint8_t {
-  completed,  ///< "COMPLETED"
-  failed,     ///< "FAILED": `error` is written
+  /// "COMPLETED": the batch is committed, its counts are in the tables. An
+  /// `error` is written too when the checkpoint store reported a failure
+  /// after the commit record was stored (the batch still counts; the
+  /// update fails).
+  completed,
+  failed,     ///< "FAILED": the batch was undone; `error` is written
   skipped,    ///< "SKIPPED": a ONCE flow that has already run
 };
 
@@ -120,7 +124,9 @@ struct flow_progress_event {
   double duration_ms = 0;
   flow_metrics metrics{};
   std::vector<ExpectationMetrics> expectations{};  ///< written as data_quality.expectations
-  event_error error{};  ///< written when status == failed
+  /// Written when status == failed, and on a completed batch whose commit
+  /// was followed by a reported failure (code non-empty).
+  event_error error{};
 };
 
 /// @brief How a flow's batch was planned (written by REPLACE WHERE; planned).
@@ -273,7 +279,7 @@ class EventLog {
     }
     w.end_array();
     w.end_object();
-    if (e.status == flow_status::failed) write_error(w, e.error);
+    if (e.status == flow_status::failed || !e.error.code.empty()) write_error(w, e.error);
     w.end_object();
     emit(w.take());
   }

@@ -490,11 +490,13 @@ class Pipeline final : private detail::flow_registry {
     const std::size_t limit =
         r.once() ? 0 : (r.max_rows_per_batch != 0 ? r.max_rows_per_batch : options_.max_rows_per_batch);
     const source_position latest = r.latest();
+    require_held(r, from, latest, "committed");
     FlowProgress progress{r.name(), 0, 0, latest.rows_after(from)};
     for (;;) {
       detail::planned_batch p;
       if (auto planned = log_.planned(r.name(), next)) {
         p = std::move(*planned);  // an uncommitted batch: replay the same positions
+        require_held(r, p.to, latest, "planned");
       } else {
         p.from = from;
         p.to = clamp(r.plan(from, limit), latest);
@@ -554,20 +556,22 @@ class Pipeline final : private detail::flow_registry {
       // A store with transactions rolls back first: the check below then
       // reads what was really committed (a failed COMMIT does not count).
       store_->abort_batch();
-      if (commit_written && committed(r, n)) {
+      const bool counts = commit_written && committed(r, n);
+      if (counts) {
         // The commit record is in place (the failure came after it): the
-        // batch counts, so its changes stay; the failure is still reported.
+        // batch counts, so its changes stay; the failure is still reported,
+        // on a COMPLETED event (its counts are in the tables).
         r.commit();
         note_committed(r, snapshot);
       } else {
         fail_batch(r);
       }
-      emit_flow(r, n, update_id, p, out, started, e);
+      emit_flow(r, n, update_id, p, out, started, e, counts);
       throw;
     }
     r.commit();
     note_committed(r, snapshot);
-    emit_flow(r, n, update_id, p, out, started, nullptr);
+    emit_flow(r, n, update_id, p, out, started, nullptr, true);
     // Old records go once a snapshot makes them unneeded (a flow without
     // state: every snapshot_interval batches).
     if ((snapshot && r.components() != 0) ||
@@ -612,6 +616,23 @@ class Pipeline final : private detail::flow_registry {
     }
   }
 
+  // A source that holds fewer records than the checkpoint already planned
+  // or committed (a restarted program re-appended less than before): going
+  // on would skip the records appended in their place, so nothing runs.
+  void require_held(const detail::flow_runner& r, const source_position& recorded,
+                    const source_position& latest, std::string_view what) const {
+    for (const auto& [part, off] : recorded.partitions()) {
+      const auto held = latest.offset(part);
+      if (held >= off) continue;
+      throw error(errc::checkpoint_mismatch, r.name(), "", "",
+                  "source '" + r.source_name() + "' holds " + std::to_string(held) +
+                      " records in partition " + std::to_string(part) + " but the " +
+                      store_->describe() + " has " + std::string(what) + " batches up to " +
+                      std::to_string(off) + "; re-append at least the records appended before "
+                      "the restart (the same ones, in the same order; R-EXACT-6); nothing was run");
+    }
+  }
+
   static source_position clamp(source_position to, const source_position& latest) {
     for (const auto& [part, off] : to.partitions()) {
       const auto cap = latest.offset(part);
@@ -644,7 +665,8 @@ class Pipeline final : private detail::flow_registry {
 
   void emit_flow(detail::flow_runner& r, std::uint64_t n, std::uint64_t update_id,
                  const detail::planned_batch& p, const detail::batch_outcome& out,
-                 std::chrono::steady_clock::time_point started, std::exception_ptr e) {
+                 std::chrono::steady_clock::time_point started, std::exception_ptr e,
+                 bool committed) {
     if (events_ == nullptr) return;
     if (out.planning) {  // REPLACE WHERE: how the batch was planned (R-WHERE-8)
       planning_information_event pe;
@@ -663,13 +685,13 @@ class Pipeline final : private detail::flow_registry {
     ev.flow = r.name();
     ev.target = r.target_name();
     ev.batch_id = n;
-    ev.status = e != nullptr ? flow_status::failed
-                             : (out.skipped ? flow_status::skipped : flow_status::completed);
+    ev.status = !committed ? flow_status::failed
+                           : (out.skipped ? flow_status::skipped : flow_status::completed);
     ev.start_position = p.from.to_string();
     ev.end_position = p.to.to_string();
     ev.duration_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    ev.metrics.num_input_rows = e != nullptr ? r.rows_read() : out.stats.input_rows;
+    ev.metrics.num_input_rows = committed ? out.stats.input_rows : r.rows_read();
     ev.metrics.num_output_rows = out.output_rows;
     ev.metrics.num_upserted_rows = out.upserted_rows;
     ev.metrics.num_deleted_rows = out.deleted_rows;

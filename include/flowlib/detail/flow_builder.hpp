@@ -156,10 +156,11 @@ class flow_builder {
   auto with(const S& source) && {
     return std::move(*this).replace_where().with(source);
   }
-  /// REPLACE WHERE: the query over the sources (docs/replace-where.md).
+  /// REPLACE WHERE: the query over the sources, and its version
+  /// (docs/replace-where.md, R-WHERE-10).
   template <class Fn>
-  auto query(Fn fn) && {
-    return std::move(*this).replace_where().query(std::move(fn));
+  auto query(Fn fn, std::string version = {}) && {
+    return std::move(*this).replace_where().query(std::move(fn), std::move(version));
   }
 
   /// Ends the declaration: the flow policy writes `table`.

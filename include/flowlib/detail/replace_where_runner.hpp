@@ -6,7 +6,8 @@
 //   pipeline.flow("events_agg")
 //       .from(events_raw)       // a where_source (MemorySource): read as a table
 //       .with(dim_users)        // more sources, in the query's argument order
-//       .query(fn)              // fn(std::span<const Event>, std::span<const User>) -> std::vector<Agg>
+//       .query(fn, "v1")        // fn(std::span<const Event>, std::span<const User>) -> std::vector<Agg>,
+//                               // and its version (R-WHERE-10)
 //       .into(events_agg, flowlib::ReplaceWhere{w::col("date") >= w::current_date() - w::days(3)});
 //
 // A REPLACE WHERE flow does not read its sources as streams: each update is
@@ -65,8 +66,10 @@ class replace_where_runner final : public flow_runner {
         sources_(sources) {}
 
   std::string_view kind() const noexcept override { return ReplaceWhere<>::kind; }
-  // The predicate is not part of the definition: changing it between runs
-  // is allowed; the planner then compares its window with the previous one.
+  // The predicate and the query's version are not part of this definition
+  // (the pipeline refuses a checkpoint of another definition): changing
+  // them between runs is allowed. They are recorded in the flow's state,
+  // and an update under other ones recomputes the window (R-WHERE-10).
   std::string definition() const override {
     return std::string(kind()) + " from '" + source_name() + "' into '" + target_->name() + "'";
   }
@@ -187,8 +190,8 @@ template <class Query, class... Sources>
 class replace_where_query_builder {
  public:
   replace_where_query_builder(flow_registry& p, std::string name, std::tuple<const Sources*...> s,
-                              Query q)
-      : p_(&p), name_(std::move(name)), sources_(s), query_(std::move(q)) {}
+                              Query q, std::string version)
+      : p_(&p), name_(std::move(name)), sources_(s), query_(std::move(q)), version_(std::move(version)) {}
 
   /// Not allowed: a REPLACE WHERE flow takes no expectations (R-WHERE-9).
   template <class... P>
@@ -222,6 +225,16 @@ class replace_where_query_builder {
                   "table '" + table.name() +
                       "' declares expectations; a REPLACE WHERE target takes none (R-WHERE-9)");
     }
+    if (!version_.empty() && version_ != flow.options().query_version) {
+      if (!flow.options().query_version.empty()) {
+        throw error(errc::invalid_argument, name_, "", "",
+                    "query(fn, \"" + version_ + "\") and ReplaceWhereOptions::query_version \"" +
+                        flow.options().query_version + "\" name two versions; give one");
+      }
+      ReplaceWhereOptions o = flow.options();
+      o.query_version = version_;
+      flow = ReplaceWhere<>(flow.name(), flow.predicate(), std::move(o));
+    }
     using R = replace_where_runner<Table, Query, Sources...>;
     auto runner = std::make_unique<R>(name_, table, std::move(flow), std::move(query_), sources_);
     p_->add_flow(std::move(runner), &table, table.name(), is_managed_table_v<Table>,
@@ -233,6 +246,7 @@ class replace_where_query_builder {
   std::string name_;
   std::tuple<const Sources*...> sources_;
   Query query_;
+  std::string version_;
 };
 
 /// After from(source): with(...) adds sources, query(fn) gives the query.
@@ -253,13 +267,17 @@ class replace_where_builder {
   }
 
   /// The query: fn(std::span<const S1>, ...) -> std::vector<TargetRow>.
+  /// `version` identifies it across restarts (ReplaceWhereOptions::
+  /// query_version, R-WHERE-10): change it whenever the query's results
+  /// change; without it, each new Pipeline recomputes the window once.
   template <class Fn>
-  auto query(Fn fn) && {
+  auto query(Fn fn, std::string version = {}) && {
     static_assert(std::is_invocable_v<Fn&, std::span<const typename Sources::row_type>...>,
                   "flowlib pipeline: REPLACE WHERE's query must be callable as "
                   "fn(std::span<const S1>, std::span<const S2>, ...), one span per source in "
                   "the order from(), with(), with(), ...");
-    return replace_where_query_builder<Fn, Sources...>(*p_, std::move(name_), sources_, std::move(fn));
+    return replace_where_query_builder<Fn, Sources...>(*p_, std::move(name_), sources_, std::move(fn),
+                                                       std::move(version));
   }
 
   /// Not allowed: a REPLACE WHERE flow takes no expectations (R-WHERE-9).

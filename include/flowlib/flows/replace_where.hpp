@@ -1,7 +1,7 @@
 // flowlib/flows/replace_where.hpp
 //
 // ReplaceWhere: REPLACE WHERE (docs/replace-where.md, docs/semantics.md
-// R-WHERE-1..9). Each update deletes every target row that satisfies the
+// R-WHERE-1..10). Each update deletes every target row that satisfies the
 // predicate P, runs the query over the sources with P pushed down to the
 // sources that have P's columns, and inserts the result rows that satisfy P
 // (R-WHERE-1, R-WHERE-2); rows outside P are untouched.
@@ -78,6 +78,18 @@ struct ReplaceWhereOptions {
   /// every update a complete recompute of the window (reported with no
   /// reason), e.g. to compare results.
   bool incremental = true;
+  /// Identifies the query (any text: "v3", a commit id, a hash of the SQL
+  /// it mirrors). A C++ callable cannot be compared, so this is how a
+  /// restarted flow knows its query is the one that computed the rows in
+  /// its window: change it whenever the query's results change. Recorded
+  /// with the predicate and `incremental` as the flow's definition; an
+  /// update under another definition than the previous update's is a
+  /// complete recompute (REPLACE_WHERE_DEFINITION_CHANGED, R-WHERE-10).
+  /// Empty: the query is unversioned, and the first update after the flow
+  /// takes over state it did not write (a restart, a retry after a failed
+  /// commit) recomputes the window (REPLACE_WHERE_QUERY_NOT_VERSIONED). A
+  /// pipeline also takes it as `.query(fn, version)`.
+  std::string query_version{};
 };
 
 /// @brief What one REPLACE WHERE update did (R-WHERE-8).
@@ -134,8 +146,10 @@ class ReplaceWhere {
       : ReplaceWhere(std::string("replace_where"), std::move(p), options) {}
   /// A flow named `name` with predicate `p`.
   ReplaceWhere(std::string name, where::expr p, ReplaceWhereOptions options = {})
-      : name_(std::move(name)), pred_(std::move(p)), options_(options) {
+      : name_(std::move(name)), pred_(std::move(p)), options_(std::move(options)) {
     if (auto w = pred_.window(where::context{})) slice_column_ = w->column();
+    query_id_ = options_.query_version.empty() ? detail::unversioned_query_id()
+                                               : "version " + options_.query_version;
   }
   ReplaceWhere(ReplaceWhere&&) noexcept = default;
   ReplaceWhere& operator=(ReplaceWhere&&) noexcept = default;
@@ -152,10 +166,17 @@ class ReplaceWhere {
   /// Updates applied since the flow started on its table (or since the
   /// table's last full refresh).
   std::uint64_t updates() const noexcept { return state_.updates; }
-  /// The flow's definition for checkpoints and messages.
+  /// The flow's definition as recorded in its state (R-WHERE-10): the
+  /// predicate and the incremental option; the query's identity is
+  /// query_id().
   std::string definition() const {
     return "REPLACE WHERE " + pred_.to_string() + (options_.incremental ? "" : " (no incremental)");
   }
+  /// The query's identity as recorded in the flow's state: "version " and
+  /// ReplaceWhereOptions::query_version, or, for an unversioned query,
+  /// "unversioned " and a random token of this flow object, which no other
+  /// object's matches (R-WHERE-10).
+  const std::string& query_id() const noexcept { return query_id_; }
 
   /// One update with the defined predicate (R-WHERE-1..3, R-WHERE-7):
   /// incremental when possible, else a complete recompute of the window.
@@ -235,6 +256,7 @@ class ReplaceWhere {
     detail::replace_where_facts facts;
     facts.incremental_enabled = options_.incremental;
     facts.has_previous = state_.has_previous;
+    facts.definition_change = definition_change();
     facts.is_override = override_predicate != nullptr;
     facts.deterministic = p.deterministic();
     facts.previous_nondeterministic = state_.previous_nondeterministic;
@@ -369,6 +391,8 @@ class ReplaceWhere {
     next.previous_nondeterministic = !p.deterministic();
     next.target_rows = store.size();
     next.target_id_bound = store.id_bound();
+    next.definition = definition();
+    next.query = query_id_;
     state_ = std::move(next);
     external_unknown_ = false;
     external_values_.clear();
@@ -411,6 +435,18 @@ class ReplaceWhere {
   }
 
  private:
+  // R-WHERE-10: whether the previous update ran under another definition
+  // than this flow's (an unknown one counts as another).
+  std::optional<replace_where_reason> definition_change() const {
+    if (!state_.has_previous) return std::nullopt;
+    if (state_.definition == definition() && state_.query == query_id_) return std::nullopt;
+    if (state_.definition == definition() && options_.query_version.empty() &&
+        state_.query.starts_with("unversioned ")) {
+      return replace_where_reason::query_not_versioned;
+    }
+    return replace_where_reason::definition_changed;
+  }
+
   // Calls f(first, count) for each run of equal values.
   template <class F>
   static void for_each_run(const std::vector<where::value>& v, F&& f) {
@@ -536,6 +572,7 @@ class ReplaceWhere {
   std::string name_;
   where::expr pred_;
   ReplaceWhereOptions options_;
+  std::string query_id_;  // see query_id()
   std::optional<std::string> slice_column_;
   detail::target_binding binding_;
   detail::replace_where_state state_;

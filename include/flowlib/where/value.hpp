@@ -193,6 +193,15 @@ inline value microseconds(std::int64_t n) { return value(interval{0, n}); }
 struct context {
   timestamp_type now{};    ///< the update's logical clock (UTC)
   std::uint64_t seed = 0;  ///< seeds rand(): equal seeds, equal draws
+
+  context() = default;
+  /// `now` may be any system-clock time point (a
+  /// std::chrono::system_clock::time_point such as UpdateOptions::now, or a
+  /// sys_time of seconds, days, ...): it is floored to microseconds, the
+  /// predicates' resolution.
+  template <class Duration>
+  constexpr context(std::chrono::sys_time<Duration> now_at, std::uint64_t rand_seed = 0) noexcept
+      : now(std::chrono::floor<std::chrono::microseconds>(now_at)), seed(rand_seed) {}
   /// The UTC day of now.
   date_type current_date() const noexcept { return std::chrono::floor<std::chrono::days>(now); }
 };

@@ -15,11 +15,19 @@
 //     read it (changed_values() since then are the slices to reprocess);
 //   - target_rows, target_id_bound: the target's size() and id_bound()
 //     after the previous update, the watermark that reveals rows inserted
-//     behind the flow's back (R-WHERE-5).
+//     behind the flow's back (R-WHERE-5);
+//   - definition: the flow's definition the previous update ran under (its
+//     query version, predicate and incremental option:
+//     ReplaceWhere::definition()), and query: the query's identity
+//     (ReplaceWhere::query_id()); another definition or query at the next
+//     update makes it a complete recompute (R-WHERE-10). Empty in a
+//     format-1 blob (written before they were recorded): unknown, so
+//     different.
 //
 // The state is a few dozen bytes, so every blob (snapshot or delta) holds
-// all of it and the last blob read wins. Blob: header "FLRW" (format 1,
-// detail/flow_checkpoint.hpp), then the fields above in that order; a
+// all of it and the last blob read wins. Blob: header "FLRW" (format 2;
+// format 1 is still read, detail/flow_checkpoint.hpp), then the fields
+// above in that order (format 1 ends before the definition); a
 // window is the column name, then each bound as a presence byte, an
 // inclusive byte and a value (a kind byte and its payload). Decoding
 // throws errc::checkpoint_corrupt naming the flow; nothing changes then.
@@ -35,6 +43,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,10 +60,25 @@ struct replace_where_state {
   std::vector<std::uint64_t> source_versions;
   std::uint64_t target_rows = 0;
   std::uint64_t target_id_bound = 0;
+  std::string definition;
+  std::string query;  ///< ReplaceWhere::query_id() of the previous update
 };
 
+/// A query identity no other flow object's matches: "unversioned " and 128
+/// random bits (R-WHERE-10).
+inline std::string unversioned_query_id() {
+  std::random_device rd;
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string id = "unversioned ";
+  for (int i = 0; i < 4; ++i) {
+    std::uint32_t x = rd();
+    for (int k = 0; k < 8; ++k, x >>= 4) id += hex[x & 0xF];
+  }
+  return id;
+}
+
 inline constexpr char replace_where_tag[5] = "FLRW";
-inline constexpr std::uint16_t replace_where_format = 1;
+inline constexpr std::uint16_t replace_where_format = 2;
 
 /// Writes a where::value: a kind byte and its payload.
 inline void encode_value(byte_writer& w, const where::value& v) {
@@ -141,13 +165,19 @@ inline void encode_replace_where_state(byte_writer& w, const replace_where_state
   for (std::uint64_t v : s.source_versions) w.integer<std::uint64_t>(v);
   w.integer<std::uint64_t>(s.target_rows);
   w.integer<std::uint64_t>(s.target_id_bound);
+  w.bytes(s.definition);
+  w.bytes(s.query);
 }
 
 /// Reads one blob of `scope` written by encode_replace_where_state.
 inline replace_where_state decode_replace_where_state(std::string_view blob, checkpoint_scope scope,
                                                       std::string_view flow) {
   byte_reader r = checkpoint_reader(blob, flow);
-  read_checkpoint_header(r, replace_where_tag, replace_where_format, "REPLACE WHERE", scope);
+  // Format 1 (no definition) is read too: its definition is unknown.
+  const bool format1 = blob.size() >= 6 && blob.substr(0, 4) == std::string_view(replace_where_tag, 4) &&
+                       static_cast<unsigned char>(blob[4]) == 1 && blob[5] == 0;
+  read_checkpoint_header(r, replace_where_tag, format1 ? 1 : replace_where_format, "REPLACE WHERE",
+                         scope);
   replace_where_state s;
   s.updates = r.integer<std::uint64_t>();
   s.has_previous = read_flag(r, "the previous-update flag");
@@ -164,6 +194,10 @@ inline replace_where_state decode_replace_where_state(std::string_view blob, che
   for (auto& v : s.source_versions) v = r.integer<std::uint64_t>();
   s.target_rows = r.integer<std::uint64_t>();
   s.target_id_bound = r.integer<std::uint64_t>();
+  if (!format1) {
+    s.definition = std::string(r.bytes());
+    s.query = std::string(r.bytes());
+  }
   expect_checkpoint_end(r);
   return s;
 }

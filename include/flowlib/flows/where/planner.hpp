@@ -14,6 +14,13 @@
 //           of its table), or incremental updates disabled by the flow's
 //           options: COMPLETE_RECOMPUTE with no reason (there is nothing to be
 //           incremental from, or it was not asked for);
+//   0. REPLACE_WHERE_DEFINITION_CHANGED: the flow's definition (query
+//      version, predicate, incremental option) differs from the one the
+//      previous update ran under, as recorded in the checkpoint; or
+//      REPLACE_WHERE_QUERY_NOT_VERSIONED: the flow's query has no version
+//      and the previous update was not run by this flow object, so nothing
+//      says the query is the same (R-WHERE-10). The rows of the window
+//      may have been computed by another query: every one is recomputed;
 //   1. REPLACE_WHERE_NOT_DETERMINISTIC: the predicate of this update uses a
 //      non-deterministic function (rand()); clock functions are allowed;
 //   2. PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC: the previous update's did;
@@ -53,6 +60,12 @@ enum class replace_where_reason {
   prior_not_deterministic,  ///< PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC
   unsupported_predicate,    ///< UNSUPPORTED_REPLACE_WHERE_PREDICATE
   external_change,          ///< EXTERNAL_CHANGE_IN_REPLACE_WINDOW
+  /// REPLACE_WHERE_DEFINITION_CHANGED (flowlib's own, R-WHERE-10): the
+  /// query version, predicate or incremental option changed.
+  definition_changed,
+  /// REPLACE_WHERE_QUERY_NOT_VERSIONED (flowlib's own, R-WHERE-10): an
+  /// unversioned query taking over state it did not write.
+  query_not_versioned,
 };
 
 /// @brief The reason's name in the event log ("EXTERNAL_CHANGE_IN_REPLACE_WINDOW", ...).
@@ -63,6 +76,8 @@ constexpr std::string_view to_string(replace_where_reason r) noexcept {
       return "PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC";
     case replace_where_reason::unsupported_predicate: return "UNSUPPORTED_REPLACE_WHERE_PREDICATE";
     case replace_where_reason::external_change: return "EXTERNAL_CHANGE_IN_REPLACE_WINDOW";
+    case replace_where_reason::definition_changed: return "REPLACE_WHERE_DEFINITION_CHANGED";
+    case replace_where_reason::query_not_versioned: return "REPLACE_WHERE_QUERY_NOT_VERSIONED";
   }
   return "UNKNOWN";
 }
@@ -73,6 +88,9 @@ namespace detail {
 struct replace_where_facts {
   bool incremental_enabled = true;   ///< ReplaceWhereOptions::incremental
   bool has_previous = false;         ///< an update ran on this table before
+  /// The previous update ran under another definition (or an unknown one):
+  /// definition_changed or query_not_versioned (R-WHERE-10).
+  std::optional<replace_where_reason> definition_change;
   bool is_override = false;          ///< this update runs with an override (R-WHERE-4)
   bool deterministic = true;         ///< this update's predicate
   bool previous_nondeterministic = false;
@@ -100,6 +118,7 @@ inline replace_where_decision plan_replace_where(const replace_where_facts& f) {
     return replace_where_decision{replace_where_technique::complete_recompute, r};
   };
   if (!f.has_previous || !f.incremental_enabled) return recompute(std::nullopt);
+  if (f.definition_change) return recompute(f.definition_change);
   if (!f.deterministic) return recompute(not_deterministic);
   if (f.previous_nondeterministic) return recompute(prior_not_deterministic);
   if (f.is_override || !f.pushable || !f.current || !f.previous || !f.previous->covers(*f.current)) {
