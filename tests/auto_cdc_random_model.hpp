@@ -105,15 +105,10 @@ using Scd2Ignore =
 
 // --- the reference: sort by sequence, replay -----------------------------------
 
-// Changes per key by sequence; among equal sequences the last in source
-// order wins (R-CDC-5): with `dedupe` one change per sequence is kept (SCD2),
-// otherwise they are replayed in source order (SCD1). With `merge_nulls`
-// (SCD2 with ignore_null_updates) the kept change is the last with its null
-// columns taken from the earlier upserts since the last delete, as SCD1's
-// replay in source order gives.
+// Changes per key by sequence; among equal sequences (ties, R-CDC-5) in
+// source order.
 inline std::map<int, std::vector<Change>> by_key_sorted(const std::vector<Change>& changes,
-                                                 std::optional<std::int64_t> floor, bool dedupe,
-                                                 bool merge_nulls = false) {
+                                                        std::optional<std::int64_t> floor) {
   std::map<int, std::vector<Change>> out;
   for (const Change& c : changes) {
     if (c.op == truncate) continue;
@@ -123,21 +118,20 @@ inline std::map<int, std::vector<Change>> by_key_sorted(const std::vector<Change
   for (auto& [k, v] : out) {
     std::stable_sort(v.begin(), v.end(),
                      [](const Change& a, const Change& b) { return *a.seq < *b.seq; });
-    if (!dedupe) continue;
-    std::vector<Change> last;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      Change c = v[i];
-      if (merge_nulls && i > 0 && *v[i - 1].seq == *c.seq && last.back().op == upsert &&
-          c.op == upsert) {
-        if (!c.name) c.name = last.back().name;
-        if (!c.city) c.city = last.back().city;
-      }
-      if (i > 0 && *v[i - 1].seq == *c.seq) last.back() = c;
-      else last.push_back(c);
-    }
-    v = std::move(last);
   }
   return out;
+}
+
+// One change replayed onto a key's row as SCD1 applies it (R-CDC-2, R-CDC-6).
+inline void replay_scd1(std::optional<Row>& row, const Change& c, bool ignore_nulls) {
+  if (c.op == remove) {
+    row.reset();
+  } else if (ignore_nulls && row) {
+    if (c.name) row->name = c.name;
+    if (c.city) row->city = c.city;
+  } else {
+    row = Row{c.key, c.name, c.city};
+  }
 }
 
 inline std::optional<std::int64_t> truncate_floor(const std::vector<Change>& changes) {
@@ -149,46 +143,42 @@ inline std::optional<std::int64_t> truncate_floor(const std::vector<Change>& cha
 
 inline std::vector<Row> reference_scd1(const std::vector<Change>& changes, bool ignore_nulls) {
   std::vector<Row> out;
-  for (const auto& [k, events] : by_key_sorted(changes, truncate_floor(changes), false)) {
+  for (const auto& [k, events] : by_key_sorted(changes, truncate_floor(changes))) {
     std::optional<Row> row;
-    for (const Change& c : events) {
-      if (c.op == remove) {
-        row.reset();
-      } else if (ignore_nulls && row) {
-        if (c.name) row->name = c.name;
-        if (c.city) row->city = c.city;
-      } else {
-        row = Row{c.key, c.name, c.city};
-      }
-    }
+    for (const Change& c : events) replay_scd1(row, c, ignore_nulls);
     if (row) out.push_back(*row);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
+// SCD2: the changes of one sequence (a tie, R-CDC-5) act as one change,
+// the outcome of replaying them in source order onto the open version as
+// SCD1 does: a delete if the last is a delete, else an upsert of the row
+// the replay leaves (with ignore_null_updates, a null keeps the value
+// before it, but after a delete among them there is none to keep).
 inline std::vector<Version> reference_scd2(const std::vector<Change>& changes, bool track_city,
                                     bool ignore_nulls) {
   std::vector<Version> out;
-  for (const auto& [k, events] : by_key_sorted(changes, std::nullopt, true, ignore_nulls)) {
+  for (const auto& [k, events] : by_key_sorted(changes, std::nullopt)) {
     std::optional<std::size_t> open;  // index into out
-    for (const Change& c : events) {
-      if (c.op == remove) {
-        if (open) out[*open].end_at = c.seq;
+    for (std::size_t i = 0; i < events.size();) {
+      const std::int64_t s = *events[i].seq;
+      std::optional<Row> row;
+      if (open) row = Row{k, out[*open].name, out[*open].city};
+      for (; i < events.size() && *events[i].seq == s; ++i) replay_scd1(row, events[i], ignore_nulls);
+      if (!row) {
+        if (open) out[*open].end_at = s;
         open.reset();
         continue;
       }
-      Version v{c.key, c.name, c.city, *c.seq, std::nullopt};
-      if (open && ignore_nulls) {
-        if (!v.name) v.name = out[*open].name;
-        if (!v.city) v.city = out[*open].city;
-      }
+      Version v{k, row->name, row->city, s, std::nullopt};
       if (open && out[*open].name == v.name && (!track_city || out[*open].city == v.city)) {
         out[*open].name = v.name;  // untracked columns in place
         out[*open].city = v.city;
         continue;
       }
-      if (open) out[*open].end_at = c.seq;
+      if (open) out[*open].end_at = s;
       out.push_back(v);
       open = out.size() - 1;
     }
@@ -215,9 +205,18 @@ inline std::vector<Change> random_feed(std::mt19937& rng, bool with_truncates, b
     c.op = with_truncates && p < 4 ? truncate : p < 30 ? remove : upsert;
     c.key = c.op == truncate ? -1 : key(rng);
     std::int64_t s;
-    do {
-      s = seq(rng);
-    } while (!used.insert({c.key, s}).second && !ties);
+    if (ties && !out.empty() && pct(rng) < 40) {
+      // A tie: an earlier change's key and sequence, so that a key's tied
+      // changes mix upserts and deletes, in every order (R-CDC-5).
+      const Change& e =
+          out[std::uniform_int_distribution<std::size_t>(0, out.size() - 1)(rng)];
+      if (c.op != truncate && e.op != truncate) c.key = e.key;
+      s = *e.seq;
+    } else {
+      do {
+        s = seq(rng);
+      } while (!used.insert({c.key, s}).second && !ties);
+    }
     c.seq = s;
     if (c.op == upsert) {
       if (pct(rng) >= 20) c.name = names[pick(rng)];
@@ -225,6 +224,31 @@ inline std::vector<Change> random_feed(std::mt19937& rng, bool with_truncates, b
     }
     out.push_back(c);
   }
+  return out;
+}
+
+// A random order of `changes` in which the changes of each key and sequence
+// (ties) keep their source order: ties are resolved by source order
+// (R-CDC-5), and any order of the rest gives the same target (R-CDC-1).
+inline std::vector<Change> shuffle_keeping_ties(std::mt19937& rng,
+                                                const std::vector<Change>& changes) {
+  std::vector<std::size_t> perm(changes.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::map<std::pair<int, std::int64_t>, std::vector<std::size_t>> slots;  // per tie: its places
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    const Change& c = changes[perm[i]];
+    slots[{c.key, *c.seq}].push_back(i);
+  }
+  for (const auto& [tie, places] : slots) {
+    std::vector<std::size_t> members;
+    for (const std::size_t i : places) members.push_back(perm[i]);
+    std::sort(members.begin(), members.end());
+    for (std::size_t j = 0; j < places.size(); ++j) perm[places[j]] = members[j];
+  }
+  std::vector<Change> out;
+  out.reserve(changes.size());
+  for (const std::size_t i : perm) out.push_back(changes[i]);
   return out;
 }
 
@@ -256,8 +280,9 @@ void apply_randomly(std::mt19937& rng, Flow& flow, Table& table, std::vector<Cha
   }
 }
 
-// With `ties`, changes may share key and sequence; they are then applied in
-// source order (random batch splits only), since the later one wins.
+// With `ties`, changes may share key and sequence (deletes among them);
+// those keep their source order, since the later one wins, in an order of
+// the rest that is random too.
 template <class Flow, class Expected>
 void run_cases(int cases, unsigned seed0, bool truncates, Expected&& expected, bool ties = false) {
   for (int n = 0; n < cases; ++n) {
@@ -271,9 +296,16 @@ void run_cases(int cases, unsigned seed0, bool truncates, Expected&& expected, b
     fl::CdcSettings settings;
     if (n % 2 == 1) settings.tuning.scd2_one_pass_min_keys = 0;
     Flow flow{"random_cdc", settings};
-    apply_randomly(rng, flow, table, changes, !ties);
+    const auto apply = [&] {
+      if (ties) {
+        apply_randomly(rng, flow, table, shuffle_keeping_ties(rng, changes), false);
+      } else {
+        apply_randomly(rng, flow, table, changes);
+      }
+    };
+    apply();
     const auto once = table.sorted_rows();
-    apply_randomly(rng, flow, table, changes, !ties);  // again, in another order and split
+    apply();  // again, in another order and split
     const auto twice = table.sorted_rows();
     if (once != want || twice != want) {
       INFO("case " << n << " (seed " << seed0 + static_cast<unsigned>(n) << "), changes: "

@@ -1,8 +1,11 @@
 // AUTO CDC: the reference vectors of docs/semantics.md#auto-cdc, and every
-// option (R-CDC-1..R-CDC-7), over every storage policy. Randomised
+// option (R-CDC-1..R-CDC-7, R-CDC-9), over every storage policy. Randomised
 // reference-model tests are in auto_cdc_random_test.cpp, AUTO CDC FROM
-// SNAPSHOT in auto_cdc_snapshot_test.cpp.
+// SNAPSHOT in auto_cdc_snapshot_test.cpp (here only its null keys, R-CDC-9).
+#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/detail/byte_codec.hpp>
 #include <flowlib/flows/auto_cdc.hpp>
+#include <flowlib/flows/auto_cdc_snapshot.hpp>
 #include <flowlib/table.hpp>
 
 #include <support/storage_policies.hpp>
@@ -20,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace fl = flowlib;
@@ -1375,6 +1379,311 @@ TEST_CASE_TEMPLATE(
     CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "A", "Y", 5, std::nullopt},
                                                       {1, "P", "X", 1, 3},
                                                       {1, "P", "Z", 3, 5}});
+  }
+}
+
+namespace tie_delete {
+
+using Ign1 = fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>, NotStored,
+                         fl::ignore_null_updates>;
+using Ign2 = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotStored,
+                         fl::ignore_null_updates>;
+
+/// SCD2's current versions (null __END_AT) as SCD1 rows.
+inline std::vector<User> current(const std::vector<UserHistory>& h) {
+  std::vector<User> out;
+  for (const UserHistory& v : h) {
+    if (!v.end_at) out.push_back({v.userId, v.name, v.city});
+  }
+  std::sort(out.begin(), out.end(), [](const User& a, const User& b) {
+    return std::tie(a.userId, a.name, a.city) < std::tie(b.userId, b.name, b.city);
+  });
+  return out;
+}
+
+/// Replaces `flow` by a new flow restored from a snapshot of its state, over
+/// the same table (the old flow is destroyed first, releasing its claim).
+template <class Flow, class Table>
+void restore_from_snapshot(std::optional<Flow>& flow, Table& table) {
+  std::string blob;
+  fl::detail::byte_writer w{blob};
+  flow->write_checkpoint(w, fl::checkpoint_scope::snapshot);
+  flow.reset();
+  flow.emplace();
+  fl::checkpoint_blobs b;
+  b.snapshot = blob;
+  flow->read_checkpoint(table, b);
+}
+
+}  // namespace tie_delete
+
+TEST_CASE_TEMPLATE(
+    "R-CDC-5: ignore_null_updates: a delete inside a tie group resets what later tied upserts "
+    "inherit, SCD1 and SCD2 alike (in one batch, split over batches, restored from a checkpoint)",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
+  using namespace tie_delete;
+  // One key, every change at sequence 2, in source order.
+  const std::vector<Change> tied{{1, "Bob", std::nullopt, "UPDATE", 2},
+                                 {1, "Bob", "X", "UPDATE", 2},
+                                 {1, std::nullopt, std::nullopt, "DELETE", 2},
+                                 {1, "Bob", std::nullopt, "UPDATE", 2}};
+  const std::vector<User> scd1_want{{1, "Bob", std::nullopt}};
+  for (const bool prior : {false, true}) {
+    // Every cut of the tie group into consecutive batches (bit i: a cut after change i).
+    for (unsigned cuts = 0; cuts < 8; ++cuts) {
+      for (const bool restore : {false, true}) {
+        CAPTURE(prior);
+        CAPTURE(cuts);
+        CAPTURE(restore);
+        fl::StreamingTable<User, Storage> t{"t"};
+        fl::StreamingTable<UserHistory, Storage> h{"h"};
+        std::optional<Ign1> f1;
+        std::optional<Ign2> f2;
+        f1.emplace();
+        f2.emplace();
+        if (prior) {  // a stored version the delete closes: nothing of it may come back
+          const std::vector<Change> p{{1, "P", "Z", "INSERT", 1}};
+          f1->apply(t, p);
+          f2->apply(h, p);
+        }
+        std::vector<Change> batch;
+        for (std::size_t i = 0; i < tied.size(); ++i) {
+          batch.push_back(tied[i]);
+          if (i + 1 < tied.size() && (cuts & (1u << i)) == 0) continue;
+          f1->apply(t, batch);
+          f2->apply(h, batch);
+          batch.clear();
+          if (restore) {
+            restore_from_snapshot(f1, t);
+            restore_from_snapshot(f2, h);
+          }
+        }
+        CHECK(t.sorted_rows() == scd1_want);
+        if (prior) {
+          CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "Bob", std::nullopt, 2, {}},
+                                                            {1, "P", "Z", 1, 2}});
+        } else {
+          CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "Bob", std::nullopt, 2, {}}});
+        }
+        CHECK(current(h.sorted_rows()) == t.sorted_rows());
+        // A later tied upsert inherits from the one after the delete only.
+        const std::vector<Change> more{{1, std::nullopt, std::nullopt, "UPDATE", 2}};
+        f1->apply(t, more);
+        f2->apply(h, more);
+        CHECK(t.sorted_rows() == scd1_want);
+        CHECK(current(h.sorted_rows()) == t.sorted_rows());
+        // A late change makes SCD2 replay the stored tie: the delete still resets it.
+        const std::vector<Change> late{{1, "Q", "W", "UPDATE", 1}};
+        f1->apply(t, late);
+        f2->apply(h, late);
+        CHECK(t.sorted_rows() == scd1_want);
+        CHECK(h.sorted_rows() == std::vector<UserHistory>{{1, "Bob", std::nullopt, 2, {}},
+                                                          {1, "Q", "W", 1, 2}});
+      }
+    }
+  }
+}
+
+// --- null keys (R-CDC-9) ------------------------------------------------------------
+
+namespace null_key {
+
+// A one-column nullable key: an integer (kept in the batch index's slots)
+// and a string (compared through the batch's rows).
+struct IntChange {
+  std::optional<std::int64_t> id;
+  std::optional<std::string> v;
+  std::string op;
+  std::int64_t seq;
+};
+FLOWLIB_SCHEMA(IntChange, id, v, op, seq);
+struct IntRow {
+  std::optional<std::int64_t> id;
+  std::optional<std::string> v;
+  friend bool operator==(const IntRow&, const IntRow&) = default;
+};
+FLOWLIB_SCHEMA(IntRow, id, v);
+struct IntHistory {
+  std::optional<std::int64_t> id;
+  std::optional<std::string> v;
+  std::int64_t start_at;
+  std::optional<std::int64_t> end_at;
+  friend bool operator==(const IntHistory&, const IntHistory&) = default;
+};
+FLOWLIB_SCHEMA(IntHistory, id, v, (start_at, "__START_AT"), (end_at, "__END_AT"));
+
+struct StrChange {
+  std::optional<std::string> id;
+  std::optional<std::string> v;
+  std::string op;
+  std::int64_t seq;
+};
+FLOWLIB_SCHEMA(StrChange, id, v, op, seq);
+struct StrRow {
+  std::optional<std::string> id;
+  std::optional<std::string> v;
+  friend bool operator==(const StrRow&, const StrRow&) = default;
+};
+FLOWLIB_SCHEMA(StrRow, id, v);
+struct StrHistory {
+  std::optional<std::string> id;
+  std::optional<std::string> v;
+  std::int64_t start_at;
+  std::optional<std::int64_t> end_at;
+  friend bool operator==(const StrHistory&, const StrHistory&) = default;
+};
+FLOWLIB_SCHEMA(StrHistory, id, v, (start_at, "__START_AT"), (end_at, "__END_AT"));
+
+struct OpIsDelete {
+  template <class C>
+  bool operator()(const C& c) const {
+    return c.op == "DELETE";
+  }
+};
+
+/// One feed, SCD1 and SCD2 (both SCD2 engines): `other` is a non-null key.
+template <class Storage, class Change, class Row, class History, class Id>
+void null_key_matches_null(const Id& other) {
+  using KeyP = fl::Key<&Change::id>;
+  using SeqP = fl::Seq<&Change::seq>;
+  using Sel = fl::except_column_list<"op", "seq">;
+  using F1 = fl::AutoCdc<KeyP, SeqP, fl::Scd1, fl::apply_as_deletes<OpIsDelete>, Sel>;
+  using F2 = fl::AutoCdc<KeyP, SeqP, fl::Scd2<>, fl::apply_as_deletes<OpIsDelete>, Sel>;
+  const Id null{};
+  const std::vector<std::vector<Change>> batches{
+      {{null, "a", "UPSERT", 1}, {other, "b", "UPSERT", 1}, {null, "c", "UPSERT", 2}},
+      {{null, "d", "UPSERT", 3}},
+      {{null, {}, "DELETE", 4}},
+      {{null, "e", "UPSERT", 3}},  // late: the delete's tombstone (SCD1) keeps it out
+      {{null, "f", "UPSERT", 5}}};
+  fl::StreamingTable<Row, Storage> t{"t"};
+  F1 f1{"null_keys_scd1"};
+  std::vector<fl::BatchStats> s1;
+  for (const auto& b : batches) s1.push_back(f1.apply(t, b));
+  CHECK(t.sorted_rows() == std::vector<Row>{{null, "f"}, {other, "b"}});
+  CHECK(f1.key_count() == 2);  // the null key is one key
+  CHECK(s1[0].upserted_rows == 3);
+  CHECK(s1[2].deleted_rows == 1);
+  CHECK(s1[3].ignored_late_rows == 1);
+
+  // The late upsert at 3 ties with the stored one (R-CDC-5) and replaces it.
+  const std::vector<History> want{{null, "a", 1, 2}, {null, "c", 2, 3}, {null, "e", 3, 4},
+                                  {null, "f", 5, {}}, {other, "b", 1, {}}};
+  for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+    CAPTURE(min_keys);
+    fl::CdcSettings settings;
+    settings.tuning.scd2_one_pass_min_keys = min_keys;  // one pass, or planned
+    fl::StreamingTable<History, Storage> h{"h"};
+    F2 f2{"null_keys_scd2", settings};
+    for (const auto& b : batches) f2.apply(h, b);
+    CHECK(h.sorted_rows() == want);
+    CHECK(f2.key_count() == 2);
+  }
+}
+
+}  // namespace null_key
+
+TEST_CASE_TEMPLATE("R-CDC-9: a null key matches a null key, SCD1 and SCD2", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  using namespace null_key;
+  null_key_matches_null<Storage, IntChange, IntRow, IntHistory>(std::optional<std::int64_t>{1});
+  null_key_matches_null<Storage, StrChange, StrRow, StrHistory>(
+      std::optional<std::string>{"one"});
+}
+
+TEST_CASE_TEMPLATE("R-CDC-9 R-CDC-8: a null key matches a null key in AUTO CDC FROM SNAPSHOT",
+                   Storage, FLOWTEST_STORAGE_POLICIES) {
+  using namespace null_key;
+  using Item = IntRow;  // a snapshot row: the key and a value
+  using F1 = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd1>;
+  using F2 = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<>>;
+  const std::vector<Item> v1{{std::nullopt, "a"}, {1, "b"}};
+  const std::vector<Item> v2{{std::nullopt, "c"}, {1, "b"}};
+  const std::vector<Item> v3{{1, "b"}};
+  fl::StreamingTable<IntRow, Storage> t{"t"};
+  fl::StreamingTable<IntHistory, Storage> h{"h"};
+  F1 f1{"snap1"};
+  F2 f2{"snap2"};
+  f1.apply_snapshot(t, v1, 1);
+  f2.apply_snapshot(h, v1, 1);
+  const fl::BatchStats s1 = f1.apply_snapshot(t, v2, 2);
+  f2.apply_snapshot(h, v2, 2);
+  CHECK(s1.inserted_rows == 0);  // the null key was there: an update
+  CHECK(s1.upserted_rows == 1);
+  CHECK(t.sorted_rows() == std::vector<IntRow>{{std::nullopt, "c"}, {1, "b"}});
+  CHECK(h.sorted_rows() == std::vector<IntHistory>{{std::nullopt, "a", 1, 2},
+                                                   {std::nullopt, "c", 2, {}},
+                                                   {1, "b", 1, {}}});
+  f1.apply_snapshot(t, v3, 3);
+  f2.apply_snapshot(h, v3, 3);
+  CHECK(t.sorted_rows() == std::vector<IntRow>{{1, "b"}});
+  CHECK(h.sorted_rows() == std::vector<IntHistory>{{std::nullopt, "a", 1, 2},
+                                                   {std::nullopt, "c", 2, 3},
+                                                   {1, "b", 1, {}}});
+  // Two null keys in one snapshot are the same key twice.
+  const std::vector<Item> twice{{std::nullopt, "x"}, {std::nullopt, "y"}};
+  try {
+    f1.apply_snapshot(t, twice, 4);
+    FAIL("expected an error");
+  } catch (const fl::error& e) {
+    CHECK(e.code() == fl::errc::invalid_argument);
+  }
+  CHECK(t.sorted_rows() == std::vector<IntRow>{{1, "b"}});
+}
+
+// --- a sequence column in an SCD2 target ----------------------------------------------
+
+namespace users {
+struct SeqHistory {
+  std::int64_t userId;
+  ostr name;
+  ostr city;
+  std::optional<std::int64_t> sequenceNum;  // the change column, as it is
+  std::int64_t start_at;
+  std::optional<std::int64_t> end_at;
+  friend bool operator==(const SeqHistory&, const SeqHistory&) = default;
+};
+FLOWLIB_SCHEMA(SeqHistory, userId, name, city, sequenceNum, (start_at, "__START_AT"),
+               (end_at, "__END_AT"));
+}  // namespace users
+
+TEST_CASE_TEMPLATE(
+    "R-CDC-4 R-CDC-5: a std::optional sequence column; selected into an SCD2 target it is "
+    "tracked like any other column",
+    Storage, FLOWTEST_STORAGE_POLICIES) {
+  // Change::sequenceNum is std::optional<std::int64_t>: the flow's sequence,
+  // and so __START_AT, is std::int64_t, and __END_AT std::optional of it.
+  static_assert(std::is_same_v<Scd2Flow::sequence_type, std::int64_t>);
+  using NotOp = fl::except_column_list<"operation">;
+  using Tracked = fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>, NotOp>;
+  using Untracked =
+      fl::AutoCdc<UserKey, UserSeq, fl::Scd2<fl::track_history_except_column_list<"sequenceNum">>,
+                  fl::apply_as_deletes<IsDelete>, NotOp>;
+  // The same values three times: only the sequence differs.
+  const std::vector<Change> feed{{1, "A", "X", "INSERT", 1},
+                                 {1, "A", "X", "UPDATE", 2},
+                                 {1, "A", "X", "UPDATE", 3}};
+  for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+    CAPTURE(min_keys);
+    fl::CdcSettings settings;
+    settings.tuning.scd2_one_pass_min_keys = min_keys;
+    {  // tracked (the default): every upsert opens a version
+      fl::StreamingTable<SeqHistory, Storage> h{"h"};
+      Tracked flow{"tracked", settings};
+      for (const Change& c : feed) flow.apply(h, std::vector<Change>{c});
+      CHECK(h.sorted_rows() == std::vector<SeqHistory>{{1, "A", "X", 1, 1, 2},
+                                                       {1, "A", "X", 2, 2, 3},
+                                                       {1, "A", "X", 3, 3, {}}});
+      // A tie with equal values (a redelivery) opens none.
+      flow.apply(h, std::vector<Change>{{1, "A", "X", "UPDATE", 3}});
+      CHECK(h.size() == 3);
+    }
+    {  // left out of the tracked columns: updated in place
+      fl::StreamingTable<SeqHistory, Storage> h{"h"};
+      Untracked flow{"untracked", settings};
+      for (const Change& c : feed) flow.apply(h, std::vector<Change>{c});
+      CHECK(h.sorted_rows() == std::vector<SeqHistory>{{1, "A", "X", 3, 1, {}}});
+    }
   }
 }
 

@@ -50,7 +50,10 @@
 //     {key, u8 present, [seq, u32 row (0xffffffff: tombstone),
 //      [i64 deleted_at], [optional<seq> since, optional<seq> per column]]}.
 //   SCD2 body: u64 n, n records {key, u8 present, [u32 nv, nv x u32 row id,
-//     u32 ne, ne x {seq, u8 remove, u32 version | selected columns}]}.
+//     u32 ne, ne x {seq, u8 remove, u32 version | selected columns}]}. A
+//     change kept with its columns has u8 remove 2 for an upsert tied after
+//     a delete (it inherits no value when replayed, R-CDC-5; only with
+//     ignore_null_updates).
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
@@ -244,10 +247,11 @@ struct cdc_checkpoint {
       w.integer<std::uint32_t>(static_cast<std::uint32_t>(en->history.size()));
       for (const auto& ev : en->history) {
         byte_codec<sequence_type>::write(w, ev.seq);
-        w.integer<std::uint8_t>(ev.remove ? 1 : 0);
         if constexpr (Engine::compact_history) {
+          w.integer<std::uint8_t>(ev.remove ? 1 : 0);
           w.integer<std::uint32_t>(ev.version);
         } else {
+          w.integer<std::uint8_t>(ev.remove ? 1 : ev.after_delete ? 2 : 0);
           schema_of<change_type>::for_each([&](auto cc) {
             using CC = decltype(cc);
             if constexpr (cdc_rules<opts>::selected(CC::name)) {
@@ -404,12 +408,16 @@ struct cdc_checkpoint {
       const auto ne = r.integer<std::uint32_t>();
       for (std::uint32_t x = 0; x < ne; ++x) {
         sequence_type s = byte_codec<sequence_type>::read(r);
-        const bool remove = read_flag(r);
         if constexpr (Engine::compact_history) {
+          const bool remove = read_flag(r);
           const auto version = r.integer<std::uint32_t>();
           if (!remove && version >= nv) r.fail("a kept change refers to a version the key lacks");
           en.history.push_back({std::move(s), remove ? 0 : version, remove});
         } else {
+          const auto kind = r.integer<std::uint8_t>();
+          if (kind > 2) r.fail("a kept change is neither an upsert nor a delete");
+          const bool remove = kind == 1;
+          const bool after_delete = kind == 2;
           change_type row{};
           schema_of<change_type>::for_each([&](auto cc) {
             using CC = decltype(cc);
@@ -423,7 +431,7 @@ struct cdc_checkpoint {
               CC::get(row) = cdc_column_codec<V>::read(r);
             }
           });
-          en.history.push_back({std::move(s), remove, std::move(row)});
+          en.history.push_back({std::move(s), remove, after_delete, std::move(row)});
         }
       }
       for (std::size_t x = 1; x < en.history.size(); ++x) {

@@ -231,7 +231,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
         const std::uint32_t c = order_[k];
         const bool remove = ops_[c] == op::remove;
         record(seqs_[c], remove, cur,
-               this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+               this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c),
+                                                this->after_tied_delete(c)));
       }
     } else {
       // A late change: re-derive the key's history from the last version
@@ -322,9 +323,20 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
                 throw_tie(sc.row(c), "as a stored change");
               }
             }
-            if constexpr (merge_tied_upserts) {  // the stored one came earlier (R-CDC-5)
+            if constexpr (merge_tied_upserts) {
+              // The stored one came earlier in source order (R-CDC-5), so
+              // an upsert inherits from it as from a tied change of its own
+              // batch (merge_tied), unless a delete came between them
+              // within the batch: then it already inherits nothing.
               const event& old = (*hist)[i];
-              if (!old.remove && ops_[c] == op::upsert) merge_tied_values(sc.rows[c], old.row);
+              if (ops_[c] == op::upsert && !this->after_tied_delete(c)) {
+                if (old.remove) {
+                  this->after_delete_[c] = 1;
+                } else {
+                  merge_tied_values(sc.rows[c], old.row);
+                  if (old.after_delete) this->after_delete_[c] = 1;
+                }
+              }
             }
             if constexpr (!compact_history) {
               stored_ties_.push_back({static_cast<std::uint32_t>(i), c});
@@ -333,7 +345,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
           }
           const bool remove = ops_[c] == op::remove;
           record(seqs_[c], remove, cur,
-                 this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c)));
+                 this->template walk_step<Target>(ts, cur, seqs_[c], remove, sc.row(c),
+                                                  this->after_tied_delete(c)));
           ++k;
         } else {
           if constexpr (compact_history) {
@@ -368,7 +381,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
             }
             record(*os, oremove, cur, visible);
           } else {
-            this->template walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row);
+            this->template walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row,
+                                             (*hist)[i].after_delete);
           }
           next_stored();
         }
@@ -513,7 +527,8 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
           scd2_entry& e = p.hit != nullptr ? *p.hit : new_entries_[next_new++];
           for (std::uint32_t k = p.new_begin; k < p.new_end; ++k) {
             const std::uint32_t c = order_[k];
-            e.history.push_back(event{seqs_[c], ops_[c] == op::remove, sc.row(c)});
+            e.history.push_back(event{seqs_[c], ops_[c] == op::remove,
+                                      this->after_tied_delete(c), sc.row(c)});
           }
         }
       } catch (...) {
@@ -586,12 +601,13 @@ class cdc_scd2_planned : public cdc_scd2_state<K, S, Scd, Options...> {
           if (r < p.tie_end && stored_ties_[r].row == c) {
             event& ev = e.history[stored_ties_[r].pos];
             ev.remove = ops_[c] == op::remove;
+            ev.after_delete = this->after_tied_delete(c);
             ev.row = std::move(sc.rows[c]);
             ++r;
             continue;
           }
-          e.history.push_back(
-              event{std::move(seqs_[c]), ops_[c] == op::remove, std::move(sc.rows[c])});
+          e.history.push_back(event{std::move(seqs_[c]), ops_[c] == op::remove,
+                                    this->after_tied_delete(c), std::move(sc.rows[c])});
         }
       }
       if (!p.append && p.events_from < old_size && old_size != e.history.size()) {

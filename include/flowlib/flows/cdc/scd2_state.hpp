@@ -160,6 +160,10 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   struct full_event {
     sequence_type seq;
     bool remove;
+    // With ignore_null_updates: an upsert that followed a delete of the key
+    // at the same sequence (a tie, R-CDC-5); it inherits no value when it is
+    // replayed (walk_upsert). Always false otherwise.
+    bool after_delete;
     change_type row;
   };
   struct ref_event {
@@ -253,11 +257,13 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
   // (a scratch row) or npos; new versions are appended to the scratch
   // rows. Returns whether the versions show the change (see compact_history).
+  // `after_delete`: an upsert tied after a delete (full_event::after_delete).
   template <class Target>
   bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
-                 const sequence_type& s, bool remove, const change_type& row) {
+                 const sequence_type& s, bool remove, const change_type& row,
+                 bool after_delete = false) {
     if (remove) return walk_delete<Target>(ts, cur, s);
-    return walk_upsert<Target>(ts, cur, s, row);
+    return walk_upsert<Target>(ts, cur, s, row, after_delete);
   }
   /// A delete closes the current version. Returns whether there was one.
   template <class Target>
@@ -269,17 +275,22 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
     return true;
   }
   /// An upsert whose values are a change row, or (compact history) those of
-  /// a stored version. Returns whether it opened a version.
+  /// a stored version. Returns whether it opened a version. With
+  /// ignore_null_updates its null columns keep the open version's values,
+  /// unless it follows a tied delete (`after_delete`, R-CDC-5): the delete
+  /// left nothing to keep, so it is written as it is (and, as any upsert,
+  /// updates the open version in place when its tracked values are equal).
   template <class Target, class Values>
   bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
-                   const sequence_type& s, const Values& values) {
+                   const sequence_type& s, const Values& values, bool after_delete = false) {
     using Map = mapping<Target>;
     const bool open = cur != npos;
     const std::uint32_t cand = ts.alloc();
     Target& t = ts.rows[cand];
     if constexpr (std::is_same_v<Values, Target>) {
+      (void)after_delete;
       t = values;
-    } else if (open && opts::ignore_mode != 0) {
+    } else if (open && opts::ignore_mode != 0 && !after_delete) {
       t = ts.rows[cur];
       Map::assign_keeping_ignored_nulls(t, values);
     } else {

@@ -232,6 +232,13 @@ class cdc_staging {
       } else {
         ops_[i] = o;
       }
+      if constexpr (merge_tied_upserts) {
+        if (after_delete_.size() <= i) {
+          after_delete_.push_back(0);
+        } else {
+          after_delete_[i] = 0;
+        }
+      }
     }
     admit.finish(stats);
     sc.group_rows();
@@ -243,7 +250,9 @@ class cdc_staging {
   /// changes apply in source order, the later one's null columns keeping
   /// the earlier one's values, within a batch as across batches: SCD1 keeps
   /// them all, in source order; SCD2 merges each into the next (one change
-  /// per sequence, so that no version opens and closes at one sequence).
+  /// per sequence, so that no version opens and closes at one sequence). A
+  /// delete among them leaves nothing to keep: an upsert tied after it is
+  /// marked after_delete_ and inherits no value (merge_tied).
   /// SCD1: equal changes
   /// below `late_below` (the stored sequence, or a truncate's) are late,
   /// not ties: they count in ignored_late_rows when planned, as every late
@@ -313,10 +322,29 @@ class cdc_staging {
 
   /// SCD2, ignore_null_updates: the tied change `earlier` is merged into
   /// `later` (which wins, R-CDC-5): an upsert after an upsert keeps the
-  /// earlier one's values in its null columns that ignore nulls.
+  /// earlier one's values in its null columns that ignore nulls; an upsert
+  /// after a delete keeps nothing, neither from the changes tied before the
+  /// delete nor from the version the delete closed: it is marked
+  /// after_delete_, which it passes on to the upserts tied after it (SCD1
+  /// applies the same changes one by one, and its delete empties the row).
   void merge_tied(std::uint32_t earlier, std::uint32_t later) {
-    if (ops_[earlier] != op::upsert || ops_[later] != op::upsert) return;
-    merge_tied_values(scratch_->rows[later], scratch_->row(earlier));
+    if (ops_[later] != op::upsert) return;
+    if (ops_[earlier] == op::remove) {
+      after_delete_[later] = 1;
+    } else if (ops_[earlier] == op::upsert) {
+      merge_tied_values(scratch_->rows[later], scratch_->row(earlier));
+      if (after_delete_[earlier] != 0) after_delete_[later] = 1;
+    }
+  }
+  /// Whether batch row c is an upsert that follows a delete of its key at
+  /// the same sequence (merge_tied): it inherits no value (R-CDC-5, R-CDC-6).
+  bool after_tied_delete(std::uint32_t c) const noexcept {
+    if constexpr (merge_tied_upserts) {
+      return after_delete_[c] != 0;
+    } else {
+      (void)c;
+      return false;
+    }
   }
   static void merge_tied_values(change_type& later, const change_type& earlier) {
     schema_of<change_type>::for_each([&](auto cc) {
@@ -377,6 +405,7 @@ class cdc_staging {
     scratch_.reset();
     seqs_ = {};
     ops_ = {};
+    after_delete_ = {};
     order_ = {};
     sort_buf_ = {};
   }
@@ -400,6 +429,9 @@ class cdc_staging {
   const void* tscratch_tag_ = nullptr;
   std::vector<sequence_type> seqs_;  // per batch row
   std::vector<op> ops_;              // per batch row
+  // Per batch row, SCD2 with ignore_null_updates only: 1 for an upsert
+  // tied after a delete of its key (merge_tied, after_tied_delete).
+  std::vector<std::uint8_t> after_delete_;
   std::vector<std::uint32_t> order_;  // rows of each group, by sequence
   std::vector<std::pair<sequence_type, std::uint32_t>> sort_buf_;  // sort_group, large groups
   std::optional<sequence_type> batch_floor_;  // SCD1: the floor after the batch's truncates
