@@ -1,9 +1,9 @@
-// A table's append log (detail/row_log.hpp, table_base::append_log()):
+// A table's append log (storage/row_log.hpp, table_base::append_log()):
 // offsets, reads, truncation (a failed batch), retention, full refresh
 // (offsets never restart), errors and their messages. Random sequences are
 // checked against a model: the vector of every row ever appended, indexed
 // by offset.
-#include <flowlib/detail/row_log.hpp>
+#include <flowlib/storage/row_log.hpp>
 #include <flowlib/table.hpp>
 
 #include <support/failing_allocator.hpp>

@@ -49,7 +49,7 @@
 
 #include <flowlib/checkpoint/memory.hpp>
 #include <flowlib/checkpoint/sqlite.hpp>
-#include <flowlib/detail/checkpoint_log.hpp>
+#include <flowlib/runtime/checkpoint_log.hpp>
 #include <flowlib/flowlib.hpp>
 #include <flowlib/pipeline.hpp>
 #include <flowlib/source/memory.hpp>

@@ -42,7 +42,7 @@
 // table (and its append log), or throws and keeps the data when the
 // property reset_allowed is false.
 //
-// append_log() is the table's append log (detail/row_log.hpp): the rows
+// append_log() is the table's append log (storage/row_log.hpp): the rows
 // appended to it, at offsets that never restart, for a pipeline that reads
 // the table as a stream. It stays empty, and costs nothing, unless
 // something appends to it; flows never do. flowlib::Catalog (catalog.hpp) checks table names and flow kinds
@@ -51,7 +51,7 @@
 
 #include <flowlib/detail/fixed_string.hpp>
 #include <flowlib/detail/format.hpp>
-#include <flowlib/detail/row_log.hpp>
+#include <flowlib/storage/row_log.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/schema.hpp>
@@ -208,10 +208,10 @@ struct table_layout_check<Row, cluster_layout<Cols...>> {
   static constexpr bool ok = (require_table_column<Row, Cols>::ok && ...);
 };
 
+}  // namespace detail
+
 template <class Row, class Storage>
 class table_base;
-
-}  // namespace detail
 
 /// @brief Options of a table (R-TABLE-3): partitioning or clustering
 /// columns, comment, properties, reset_allowed, a row filter, expectations.
@@ -310,7 +310,7 @@ class TableOptions {
   template <class, class>
   friend class TableOptions;
   template <class, class>
-  friend class detail::table_base;
+  friend class table_base;
   detail::table_settings<Row> s_;
 };
 
@@ -336,9 +336,8 @@ struct writer_claim {
 /// @brief The kind name append flows claim tables with.
 inline constexpr std::string_view append_flow_kind = "APPEND";
 
-namespace detail {
-
-/// What StreamingTable and ManagedTable share: rows, options, writers.
+/// @brief What StreamingTable and ManagedTable share: rows, options,
+/// writers, the append log (the base every table type derives from).
 template <class Row, class Storage>
 class table_base {
   static_assert(table_storage<Storage, Row>,
@@ -372,7 +371,7 @@ class table_base {
   /// The rows readers see: the stored rows that pass the row filter, as a
   /// forward range of const Row&, in storage order.
   auto rows() const {
-    return store_.rows() | std::views::filter(row_filter_ref<Row>{settings_.row_filter_obj.get(),
+    return store_.rows() | std::views::filter(detail::row_filter_ref<Row>{settings_.row_filter_obj.get(),
                                                                   settings_.row_filter_call});
   }
   /// Every stored row, unfiltered (for the table's owner and for flows).
@@ -432,7 +431,7 @@ class table_base {
 
   /// The table's expectations (empty when none), for the flows that apply
   /// them. Each set is one indirect call per batch.
-  const std::vector<std::shared_ptr<const table_expectations<Row>>>& table_expectation_sets()
+  const std::vector<std::shared_ptr<const detail::table_expectations<Row>>>& table_expectation_sets()
       const noexcept {
     return settings_.expectations;
   }
@@ -505,12 +504,12 @@ class table_base {
     std::vector<Row> out;
     for (const Row& r : range) out.push_back(r);
     std::sort(out.begin(), out.end(),
-              [](const Row& a, const Row& b) { return canonical_less(a, b); });
+              [](const Row& a, const Row& b) { return detail::canonical_less(a, b); });
     return out;
   }
 
   std::string name_;
-  table_settings<Row> settings_;
+  detail::table_settings<Row> settings_;
   store_type store_;
   row_log<Row> append_log_;
   std::vector<writer_claim> writers_;
@@ -519,13 +518,12 @@ class table_base {
   bool exclusive_ = false;
 };
 
-}  // namespace detail
 
 /// @brief A table written by flows of any type (R-TABLE-1). Storage is a
 /// storage policy (MemoryStorage by default). See the header comment.
 template <class Row, class Storage = MemoryStorage>
-class StreamingTable : public detail::table_base<Row, Storage> {
-  using base = detail::table_base<Row, Storage>;
+class StreamingTable : public table_base<Row, Storage> {
+  using base = table_base<Row, Storage>;
 
  public:
   StreamingTable() = default;
@@ -539,8 +537,8 @@ class StreamingTable : public detail::table_base<Row, Storage> {
 /// @brief A table that accepts only append flows (INSERT BY NAME,
 /// R-TABLE-1). Same options and reader interface as StreamingTable.
 template <class Row, class Storage = MemoryStorage>
-class ManagedTable : public detail::table_base<Row, Storage> {
-  using base = detail::table_base<Row, Storage>;
+class ManagedTable : public table_base<Row, Storage> {
+  using base = table_base<Row, Storage>;
 
  public:
   ManagedTable() = default;

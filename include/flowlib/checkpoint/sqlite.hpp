@@ -28,7 +28,7 @@
 //
 // The file uses SQLite's WAL journal: readers (the `sqlite3` shell, a
 // report) read the last committed batch while a pipeline writes. See
-// SqliteSync (detail/sqlite_db.hpp) for what each `synchronous` level risks.
+// SqliteSync (sqlite_options.hpp) for what each `synchronous` level risks.
 //
 // Batches: begin_batch() is BEGIN IMMEDIATE (the write lock is taken up
 // front, waiting up to busy_timeout_ms for another writer), commit_batch()
@@ -50,6 +50,7 @@
 #include <flowlib/checkpoint/store.hpp>
 #include <flowlib/detail/checkpoint_record.hpp>
 #include <flowlib/detail/sqlite_db.hpp>
+#include <flowlib/sqlite_options.hpp>
 #include <flowlib/error.hpp>
 
 #include <algorithm>

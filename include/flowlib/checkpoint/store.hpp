@@ -20,7 +20,7 @@
 //   - lists the names directly under a path, and removes a path with
 //     everything under it.
 // The pipeline's protocol on top of these records (offset log, commit log,
-// state deltas and snapshots) is in detail/checkpoint_log.hpp and
+// state deltas and snapshots) is in runtime/checkpoint_log.hpp and
 // docs/pipelines.md.
 //
 // Batches. begin_batch() / commit_batch() / abort_batch() bracket the
@@ -34,6 +34,7 @@
 #pragma once
 
 #include <flowlib/error.hpp>
+#include <flowlib/state.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -80,25 +81,6 @@ class checkpoint_store {
   checkpoint_store() = default;
   checkpoint_store(const checkpoint_store&) = default;
   checkpoint_store& operator=(const checkpoint_store&) = default;
-};
-
-/// @brief What a flow or operator writes for one committed batch.
-enum class checkpoint_scope : std::uint8_t {
-  /// The whole state: written every PipelineOptions::snapshot_interval
-  /// batches, and read first by a restore.
-  snapshot,
-  /// What the last apply changed since the previous write_checkpoint() (a
-  /// delta): O(the batch), never O(the state).
-  delta,
-};
-
-/// @brief The records a restore reads for one flow or operator: the last
-/// snapshot at or before the last commit (none when no snapshot was written
-/// yet), then every delta after it, oldest first.
-struct checkpoint_blobs {
-  std::optional<std::string_view> snapshot;
-  std::vector<std::string_view> deltas;
-  bool empty() const noexcept { return !snapshot && deltas.empty(); }
 };
 
 }  // namespace flowlib

@@ -27,6 +27,7 @@
 
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/state.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -45,66 +46,10 @@ struct is_time_point_codec : std::false_type {};
 template <class C, class D>
 struct is_time_point_codec<std::chrono::time_point<C, D>> : std::true_type {};
 
-/// Appends fixed-width little-endian integers and length-prefixed bytes.
-struct byte_writer {
-  std::string& out;
-  template <class I>
-  void integer(I v) {
-    using U = std::make_unsigned_t<I>;
-    auto u = static_cast<U>(v);
-    for (std::size_t i = 0; i < sizeof(I); ++i) {
-      out.push_back(static_cast<char>(static_cast<unsigned char>(u & 0xffu)));
-      if constexpr (sizeof(I) > 1) u = static_cast<U>(u >> 8);
-    }
-  }
-  void bytes(std::string_view s) {
-    integer<std::uint64_t>(s.size());
-    out.append(s);
-  }
-};
-
-/// Reads what byte_writer wrote, bounds-checked: every read past the end
-/// throws flowlib::error (`code`: errc::invalid_argument unless the caller
-/// says otherwise; checkpoint readers say errc::checkpoint_corrupt) naming
-/// `owner` (the flow or operator whose state is read), what was wrong and
-/// the byte offset, with `suffix` appended (say, what the caller leaves
-/// unchanged).
-struct byte_reader {
-  std::string_view in;
-  std::size_t pos = 0;
-  std::string_view owner;
-  std::string_view suffix;
-  errc code = errc::invalid_argument;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw error(code, std::string(owner), "", "",
-                "cannot restore the state: " + what + " at byte " + std::to_string(pos) +
-                    std::string(suffix));
-  }
-  /// Bytes not read yet.
-  std::size_t remaining() const noexcept { return in.size() - pos; }
-  void need(std::size_t n) const {
-    if (in.size() - pos < n) fail("the data is truncated");
-  }
-  template <class I>
-  I integer() {
-    using U = std::make_unsigned_t<I>;
-    need(sizeof(I));
-    U u = 0;
-    for (std::size_t i = 0; i < sizeof(I); ++i) {
-      u = static_cast<U>(u | (static_cast<U>(static_cast<unsigned char>(in[pos + i])) << (8 * i)));
-    }
-    pos += sizeof(I);
-    return static_cast<I>(u);
-  }
-  std::string_view bytes() {
-    const auto n = integer<std::uint64_t>();
-    if (n > in.size() - pos) fail("a string's length runs past the end of the data");
-    std::string_view s = in.substr(pos, static_cast<std::size_t>(n));
-    pos += static_cast<std::size_t>(n);
-    return s;
-  }
-};
+// byte_writer and byte_reader are public (flowlib/state.hpp): they appear in
+// every flow's write_checkpoint() signature.
+using flowlib::byte_reader;
+using flowlib::byte_writer;
 
 template <class T>
 struct is_std_tuple : std::false_type {};

@@ -25,7 +25,7 @@
 // afterwards, under ids the flow knows.
 #pragma once
 
-#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/state.hpp>
 #include <flowlib/detail/byte_codec.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/storage/row_store.hpp>

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <flowlib/error.hpp>
+#include <flowlib/sqlite_options.hpp>
 
 #include <sqlite3.h>
 
@@ -33,34 +34,6 @@
 #include <utility>
 
 namespace flowlib {
-
-/// @brief SQLite's `PRAGMA synchronous` level: what a power loss or an
-/// operating-system crash can cost (a process crash loses nothing at any
-/// level: a committed transaction is in the operating system's hands).
-///   - off: nothing is flushed to the disk; a power loss can lose the last
-///     committed batches and can corrupt the database file.
-///   - normal: with the WAL journal flowlib uses, the log is flushed only
-///     at WAL checkpoints; a power loss can lose the last committed batches
-///     but never corrupts the file, and tables and checkpoint stay
-///     consistent with each other (they are one transaction), so a restart
-///     replays the lost batches from the sources exactly once.
-///   - full (default): every commit is flushed; a committed batch survives
-///     a power loss.
-///   - extra: as full, and the directory is flushed as well.
-enum class SqliteSync { off, normal, full, extra };
-
-/// @brief How a SqliteCheckpoint opens its database file.
-struct SqliteOptions {
-  /// See SqliteSync. `full` by default: a batch reported committed stays
-  /// committed, the guarantee FileCheckpoint gives.
-  SqliteSync synchronous = SqliteSync::full;
-  /// How long a statement waits for another connection's lock before
-  /// failing with a "locked" error (sqlite3_busy_timeout).
-  int busy_timeout_ms = 5000;
-  /// Open the file read-only (SQLITE_OPEN_READONLY): reading works, any
-  /// write fails with "the database file is read-only". The file must exist.
-  bool read_only = false;
-};
 
 namespace detail {
 

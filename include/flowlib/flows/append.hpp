@@ -65,6 +65,7 @@
 #include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/flows/contract.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/once.hpp>
 #include <flowlib/stats.hpp>
@@ -76,6 +77,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <iterator>
 #include <ranges>
 #include <span>
 #include <string>
@@ -176,6 +178,12 @@ class Append {
   using dropped_columns = typename detail::dropped_of<Opts...>::type;
   /// The kind this flow claims its target with.
   static constexpr std::string_view kind = append_flow_kind;
+  /// The flow contract's options (flows/contract.hpp): several append
+  /// flows may write one table (fan-in); a stream's checkpoint may be
+  /// imported (R-TABLE-4); any row type is mapped by name (R-TABLE-1).
+  static constexpr bool shares_target = true;
+  static constexpr bool imports_streams = true;
+  static constexpr bool maps_by_name = true;
 
   Append() : Append(std::string(once ? "append_once" : "append")) {}
   explicit Append(std::string name) : name_(std::move(name)) {}
@@ -190,6 +198,20 @@ class Append {
     requires(std::ranges::input_range<R> || ranges::input_range<R>)
   AppendStats apply(Table& target, R&& batch) {
     return apply(target, std::forward<R>(batch), NoExpectations{});
+  }
+
+  /// The flow contract's batch (flows/contract.hpp): the rows are moved
+  /// into the table; rows written count as upserted.
+  template <class Table, class Row, class... P>
+  BatchStats apply_batch(Table& target, std::vector<Row>& rows, const Expectations<P...>& checks,
+                         const batch_info&) {
+    BatchStats stats = apply(target,
+                             std::ranges::subrange(std::make_move_iterator(rows.begin()),
+                                                   std::make_move_iterator(rows.end())),
+                             checks);
+    stats.upserted_rows = stats.applied_rows;
+    stats.deleted_rows = stats.replaced_rows;
+    return stats;
   }
 
   /// Appends one batch after `checks`, expectations on the batch's own row
@@ -270,7 +292,7 @@ class Append {
   /// A blob is a 7-byte header, a flags byte (bit 0, in a delta: a full
   /// refresh of the table reset the flow since the previous call) and the
   /// ONCE marker. O(1).
-  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+  void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
     out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
     out.integer<std::uint8_t>(binding_.done() ? 1 : 0);

@@ -134,6 +134,7 @@
 #include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/contract.hpp>
 #include <flowlib/flows/cdc/checkpoint.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/flows/cdc/scd1_one_pass.hpp>
@@ -149,6 +150,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace flowlib {
 
@@ -205,6 +207,14 @@ class AutoCdc {
     requires batch_of<R, change_type>
   BatchStats apply(Table& target, R&& batch) {
     return apply(target, std::forward<R>(batch), NoExpectations{});
+  }
+
+  /// The flow contract's batch (flows/contract.hpp): apply(), whose
+  /// upserted and deleted rows are R-CDC-7's.
+  template <class Table, class... P>
+  BatchStats apply_batch(Table& target, std::vector<change_type>& changes,
+                         const Expectations<P...>& checks, const batch_info&) {
+    return apply(target, changes, checks);
   }
 
   /// Applies one batch after the expectations (a dropped change is as if the
@@ -265,7 +275,7 @@ class AutoCdc {
   /// programs that checkpoint by hand may use it too. The key and sequence
   /// types must have a byte encoding (detail/byte_codec.hpp), else this does
   /// not compile. Format and what is kept: flows/cdc/checkpoint.hpp.
-  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+  void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     detail::cdc_checkpoint<engine_type>::write(engine_, out, scope, binding_.done());
   }
 

@@ -59,6 +59,7 @@
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/detail/key_index.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/flows/contract.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>
@@ -114,6 +115,18 @@ class ReplaceUsing {
     return apply(target, std::forward<R>(batch), NoExpectations{});
   }
 
+  /// The flow contract's batch (flows/contract.hpp): apply(), with the
+  /// rows written as upserted and the rows a higher sequence replaced as
+  /// deleted.
+  template <class Table, class... P>
+  BatchStats apply_batch(Table& target, std::vector<row_type>& rows, const Expectations<P...>& checks,
+                         const batch_info&) {
+    BatchStats stats = apply(target, rows, checks);
+    stats.upserted_rows = stats.applied_rows;
+    stats.deleted_rows = stats.replaced_rows;
+    return stats;
+  }
+
   /// Applies one batch after the expectations (R-USING-8): a dropped row is
   /// as if the source never produced it.
   template <class Table, class R, class... P>
@@ -148,7 +161,7 @@ class ReplaceUsing {
   /// The index is derived from the table (see the header comment): a blob
   /// is a header of 7 bytes and a flags byte (bit 0: the flow reset its
   /// state since the previous call, in a delta). O(1).
-  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+  void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
     out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
     reset_pending_ = false;

@@ -17,14 +17,14 @@
 // P's columns) and returns a std::vector of the target's rows. Sources meet
 // flowlib::where_source (flows/where/sources.hpp; MemorySource does).
 //
-// Incremental updates (R-WHERE-7, flows/where/planner.hpp decides): when P
+// Incremental updates (R-WHERE-7, flows/where/detail/planner.hpp decides): when P
 // selects one range of one column (the "slice column", where::expr::window)
 // and the conditions hold, only the slices whose source rows changed since
 // the previous update (the sources' changed_values()) are deleted,
 // recomputed and inserted. last_plan() says what an update did and why
 // (R-WHERE-8); a pipeline writes it as a planning_information event.
 // The target keeps a side index from the slice column's value to row ids
-// (flows/where/slice_index.hpp), rebuilt from the table on restore.
+// (flows/where/detail/slice_index.hpp), rebuilt from the table on restore.
 //
 // Direct inserts (R-WHERE-5): flowlib::dml_insert(table, rows) writes rows
 // into the target behind the flow; the flow finds them at its next update
@@ -45,9 +45,11 @@
 #include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
-#include <flowlib/flows/where/checkpoint.hpp>
-#include <flowlib/flows/where/planner.hpp>
-#include <flowlib/flows/where/slice_index.hpp>
+#include <flowlib/flows/where/detail/checkpoint.hpp>
+#include <flowlib/flows/where/detail/planner.hpp>
+#include <flowlib/flows/where/detail/read.hpp>
+#include <flowlib/flows/where/detail/slice_index.hpp>
+#include <flowlib/flows/where/plan.hpp>
 #include <flowlib/flows/where/sources.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>
@@ -407,8 +409,8 @@ class ReplaceWhere {
   }
 
   /// @brief Writes the flow's state for a checkpoint (the whole state, a
-  /// few dozen bytes, in either scope: flows/where/checkpoint.hpp).
-  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+  /// few dozen bytes, in either scope: flows/where/detail/checkpoint.hpp).
+  void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     detail::encode_replace_where_state(out, state_, scope);
   }
 
@@ -510,6 +512,12 @@ class ReplaceWhere {
       using S = std::remove_cvref_t<decltype(s)>;
       const std::uint64_t since = state_.source_versions[i++];
       if (all) return;
+      // A version below the recorded one: the source was filled again (a
+      // restarted program) and cannot say what changed since.
+      if (static_cast<std::uint64_t>(s.version()) < since) {
+        all = true;
+        return;
+      }
       if (!where::binds_to<typename S::row_type>(slice_col)) {
         if (static_cast<std::uint64_t>(s.version()) != since) all = true;  // a dimension changed
         return;

@@ -321,7 +321,7 @@ class DedupWithinWatermark {
   /// checkpoint by hand may use it too. Call it after every batch: when
   /// more than one batch ran since the previous call, the delta holds the
   /// whole state instead.
-  void write_checkpoint(detail::byte_writer& out, checkpoint_scope scope) const {
+  void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     static_assert(detail::serialisable_key<key_type>(),
                   "flowlib::DedupWithinWatermark::write_checkpoint: a key column's type cannot be "
                   "serialised. Checkpointed identity columns must be integers, bool, enums, "
@@ -393,7 +393,7 @@ class DedupWithinWatermark {
 
   // Reads a whole state (save_state()'s bytes) from `r` into `c`; it must be
   // of this operator's delay and policy.
-  void read_whole(detail::byte_reader& r, detail::dedup_checkpoint<K, rep>& c) const {
+  void read_whole(byte_reader& r, detail::dedup_checkpoint<K, rep>& c) const {
     const std::string_view payload = r.bytes();
     detail::expect_checkpoint_end(r);
     auto w = detail::read_dedup_state<K, rep>(payload, name_, key_, time_traits::is_time_point,

@@ -18,12 +18,18 @@
 // that passed the flow's operators and expectations.
 #pragma once
 
+#include <flowlib/expect.hpp>
+#include <flowlib/flows/contract.hpp>
+#include <flowlib/stats.hpp>
+#include <flowlib/table.hpp>  // detail::describe_row
+
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace flowlib {
 
@@ -43,6 +49,33 @@ class ForeachBatch {
   /// Delivers one batch. Exceptions from the callback propagate: the batch
   /// is then not committed and is delivered again, with the same id.
   void deliver(std::uint64_t batch_id, std::span<const Row> rows) { fn_(batch_id, rows); }
+
+  /// The flow contract's batch (flows/contract.hpp): a sink writes no table
+  /// (`Table` is the runtime's stand-in) and keeps no state. The flow's
+  /// expectations run here, as a flow policy runs them (R-EXPECT-1): the
+  /// rows that pass are delivered.
+  template <class Table, class... P>
+  BatchStats apply_batch(Table&, std::vector<Row>& rows, const Expectations<P...>& checks,
+                         const batch_info& batch) {
+    BatchStats stats;
+    stats.input_rows = rows.size();
+    if constexpr (sizeof...(P) > 0) {
+      typename Expectations<P...>::counts_type counts;
+      const auto describe = [](const Row& r) { return detail::describe_row(r); };
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (checks.check(rows[i], counts, batch.flow, describe)) {
+          if (kept != i) rows[kept] = std::move(rows[i]);
+          ++kept;
+        }
+      }
+      stats.dropped_rows = rows.size() - kept;
+      rows.resize(kept);
+      checks.report(counts, stats.expectations);
+    }
+    deliver(batch.batch_id, std::span<const Row>(rows));
+    return stats;
+  }
 
  private:
   callback fn_;

@@ -114,14 +114,14 @@ class source_position {
   }
 
   /// Byte encoding: u32 count, then (u32 partition, u64 offset) pairs.
-  void write(detail::byte_writer& w) const {
+  void write(byte_writer& w) const {
     w.integer<std::uint32_t>(static_cast<std::uint32_t>(parts_.size()));
     for (const auto& [p, o] : parts_) {
       w.integer<partition_type>(p);
       w.integer<offset_type>(o);
     }
   }
-  static source_position read(detail::byte_reader& r) {
+  static source_position read(byte_reader& r) {
     source_position out;
     const auto n = r.integer<std::uint32_t>();
     r.need(std::size_t{n} * (sizeof(partition_type) + sizeof(offset_type)));

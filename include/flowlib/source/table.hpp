@@ -7,11 +7,15 @@
 //   pipeline.flow("ingest").from(feed).into(bronze, flowlib::Append{"ingest"});
 //   pipeline.flow("clean").from(flowlib::TableSource{bronze}).into(silver, Flow{"clean"});
 //
-// Every row a batch inserts into the table is copied, in the same batch (all
-// or nothing), to the table's append log (detail/row_log.hpp), whose offsets
-// are this source's positions (partition 0). Inserted rows count, whatever
-// the flow type: for a REPLACE USING or AUTO CDC table that is every new or
-// replacing row version; rows a flow erases are not reported. The pipeline
+// Every row a batch inserts into the table or writes in place is copied, in
+// the same batch (all or nothing), to the table's append log
+// (storage/row_log.hpp), whose offsets are this source's positions
+// (partition 0). That is every row the batch changed, whatever the flow
+// type: for a REPLACE USING or AUTO CDC table every new or replacing row
+// version, an SCD1 update, an SCD2 version closed or re-derived, and a row
+// rewritten with equal values; rows a flow erases are not reported. A
+// quarantine table's log is not filled: a TableSource over one yields
+// nothing. The pipeline
 // runs the flows writing the table before the flows reading it (dependency
 // order). A full refresh of the table clears its log; offsets never
 // restart, so readers downstream see the reprocessed rows as new rows: fully

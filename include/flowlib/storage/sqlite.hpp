@@ -62,7 +62,7 @@
 
 #include <flowlib/checkpoint/sqlite.hpp>
 #include <flowlib/checkpoint/store.hpp>
-#include <flowlib/detail/row_log.hpp>
+#include <flowlib/storage/row_log.hpp>
 #include <flowlib/detail/sqlite_columns.hpp>
 #include <flowlib/detail/sqlite_db.hpp>
 #include <flowlib/error.hpp>

@@ -195,11 +195,14 @@ struct context {
   std::uint64_t seed = 0;  ///< seeds rand(): equal seeds, equal draws
 
   context() = default;
+  constexpr context(timestamp_type now_at, std::uint64_t rand_seed = 0) noexcept
+      : now(now_at), seed(rand_seed) {}
   /// `now` may be any system-clock time point (a
   /// std::chrono::system_clock::time_point such as UpdateOptions::now, or a
   /// sys_time of seconds, days, ...): it is floored to microseconds, the
   /// predicates' resolution.
   template <class Duration>
+    requires(!std::is_same_v<Duration, std::chrono::microseconds>)
   constexpr context(std::chrono::sys_time<Duration> now_at, std::uint64_t rand_seed = 0) noexcept
       : now(std::chrono::floor<std::chrono::microseconds>(now_at)), seed(rand_seed) {}
   /// The UTC day of now.

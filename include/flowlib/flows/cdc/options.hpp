@@ -90,9 +90,9 @@ struct CdcSettings {
   /// after its delete was applied, then collected at the start of a later
   /// batch. std::nullopt keeps tombstones for ever. After collection a
   /// change older than the delete resurrects the key (R-CDC-2).
-  std::optional<cdc_clock::duration> tombstone_gc_threshold;
+  std::optional<cdc_clock::duration> tombstone_gc_threshold{};
   /// Reads the current time once per batch; empty means cdc_clock::now.
-  std::function<cdc_clock::time_point()> clock;
+  std::function<cdc_clock::time_point()> clock{};
   /// Engine switch points (speed only, see CdcTuning).
   CdcTuning tuning{};
 };

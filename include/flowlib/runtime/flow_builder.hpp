@@ -1,4 +1,4 @@
-// flowlib/detail/flow_builder.hpp
+// flowlib/runtime/flow_builder.hpp
 //
 // The typed declaration of one pipeline flow:
 //
@@ -11,20 +11,26 @@
 //       .import_checkpoint(ckpt, "stream")// append flows only (R-TABLE-4)
 //       .into(table, policy);             // or .into(ForeachBatch<Row>{...})
 //
-// REPLACE WHERE reads whole tables instead (detail/replace_where_runner.hpp):
-//   pipeline.flow("name").from(source).with(other).query(fn).into(table, ReplaceWhere{p});
+// REPLACE WHERE reads whole tables instead (flows/where/detail/pipeline_flow.hpp):
+//   pipeline.flow("name").from(source).with(other).query(fn, "v1").into(table, ReplaceWhere{p});
 //
 // Every step returns a new builder type; into() checks the combination at
-// compile time (R-TABLE-1, R-USING-9, R-TABLE-4) and hands a typed runner to
-// the pipeline, which checks names at run time (the Catalog's codes).
+// compile time (R-TABLE-1, R-USING-9, R-TABLE-4, R-WHERE-9) and hands the
+// one runner (runtime/runner.hpp) to the pipeline, which checks names at
+// run time (the Catalog's codes). What a policy allows (sharing its target,
+// imports, any row type) comes from the flow contract (flows/contract.hpp).
 // Stages run in the order declared; the expectations run inside the flow
 // policy, after every stage.
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
-#include <flowlib/detail/pipeline_flow.hpp>
+#include <flowlib/error.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/replace_where.hpp>
+#include <flowlib/flows/where/detail/pipeline_flow.hpp>
 #include <flowlib/quarantine.hpp>
+#include <flowlib/runtime/runner.hpp>
+#include <flowlib/runtime/stages.hpp>
 #include <flowlib/sink/foreach_batch.hpp>
 #include <flowlib/source/position.hpp>
 #include <flowlib/source/table.hpp>
@@ -32,6 +38,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -39,9 +46,6 @@
 #include <utility>
 
 namespace flowlib::detail {
-
-template <class... Sources>
-class replace_where_builder;  // detail/replace_where_runner.hpp, included at the end
 
 /// What the builder needs of the pipeline (implemented by Pipeline).
 class flow_registry {
@@ -60,25 +64,142 @@ struct is_table_source : std::false_type {};
 template <class T>
 struct is_table_source<TableSource<T>> : std::true_type {};
 
-/// Whether a flow policy takes rows of type Row from its source.
-template <class Policy, class Row>
+/// Whether a flow policy takes batches of Row into Table (the flow
+/// contract's rule 2).
+template <class Policy, class Table, class Row, class Checks>
 constexpr bool policy_takes() {
-  if constexpr (requires { typename Policy::change_type; }) {
-    return std::is_same_v<Row, typename Policy::change_type>;  // AUTO CDC: the change feed
-  } else if constexpr (requires { typename Policy::version_type; }) {
-    // AUTO CDC FROM SNAPSHOT: each record is a whole snapshot.
-    return std::is_same_v<Row, Snapshot<typename Policy::row_type, typename Policy::version_type>>;
-  } else if constexpr (Policy::kind == append_flow_kind) {
-    return true;  // by column name, checked by Append itself
-  } else {
-    return std::is_same_v<Row, typename Policy::row_type>;
-  }
+  return requires(Policy& p, Table& t, std::vector<Row>& rows, const Checks& c) {
+    { p.apply_batch(t, rows, c, batch_info{}) } -> std::same_as<BatchStats>;
+  };
 }
 
+/// The contract's options (flows/contract.hpp, rule 5).
 template <class Policy>
-constexpr bool exclusive_policy() {
-  return Policy::kind != append_flow_kind;
-}
+inline constexpr bool shares_target_v = requires { requires Policy::shares_target; };
+template <class Policy>
+inline constexpr bool imports_streams_v = requires { requires Policy::imports_streams; };
+template <class Policy>
+inline constexpr bool maps_by_name_v = requires { requires Policy::maps_by_name; };
+
+/// After query(fn): into(table, flow) ends the declaration.
+template <class Query, class... Sources>
+class replace_where_query_builder {
+ public:
+  replace_where_query_builder(flow_registry& p, std::string name, std::tuple<const Sources*...> s,
+                              Query q, std::string version)
+      : p_(&p), name_(std::move(name)), sources_(s), query_(std::move(q)), version_(std::move(version)) {}
+
+  /// Not allowed: a REPLACE WHERE flow takes no expectations (R-WHERE-9).
+  template <class... P>
+  void expect(Expectations<P...>) && {
+    static_assert(sizeof...(P) < 0,
+                  "flowlib pipeline: a REPLACE WHERE flow takes no expectations (R-WHERE-9); "
+                  "check the rows in the query, or write them through another flow that has "
+                  "expectations.");
+  }
+
+  /// Ends the declaration: `flow` writes `table` (R-WHERE-9 checked here).
+  template <class Table>
+  void into(Table& table, ReplaceWhere<> flow) && {
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only append "
+                  "flows (INSERT BY NAME); write REPLACE WHERE into a flowlib::StreamingTable "
+                  "(R-WHERE-9).");
+    static_assert(requires(typename Table::store_type& s) {
+                    s.begin_journal();
+                    s.commit_journal();
+                    s.rollback_journal();
+                  },
+                  "flowlib pipeline: the table's storage must keep a change journal (the "
+                  "pipeline undoes a failed micro-batch with it); MemoryStorage does.");
+    static_assert(std::is_invocable_v<Query&, std::span<const typename Sources::row_type>...>,
+                  "flowlib pipeline: REPLACE WHERE's query must be callable as "
+                  "fn(std::span<const S1>, std::span<const S2>, ...), one span per source in "
+                  "the order from(), with(), with(), ...");
+    if (table.expectation_count() != 0) {
+      throw error(errc::invalid_target, name_, "", "",
+                  "table '" + table.name() +
+                      "' declares expectations; a REPLACE WHERE target takes none (R-WHERE-9)");
+    }
+    if (!version_.empty() && version_ != flow.options().query_version) {
+      if (!flow.options().query_version.empty()) {
+        throw error(errc::invalid_argument, name_, "", "",
+                    "query(fn, \"" + version_ + "\") and ReplaceWhereOptions::query_version \"" +
+                        flow.options().query_version + "\" name two versions; give one");
+      }
+      ReplaceWhereOptions o = flow.options();
+      o.query_version = version_;
+      flow = ReplaceWhere<>(flow.name(), flow.predicate(), std::move(o));
+    }
+    // The flow's source counts its updates; its policy runs the query over
+    // the real sources (flows/where/detail/pipeline_flow.hpp).
+    std::string names;
+    std::apply([&](const auto*... src) { ((names += (names.empty() ? "" : "', '") + std::string(src->name())), ...); },
+               sources_);
+    auto shared = std::make_shared<replace_where_shared>(std::move(flow));
+    auto updates = std::make_shared<replace_where_updates>(shared, std::move(names));
+    using Policy = replace_where_policy<Query, Sources...>;
+    using R = typed_flow_runner<replace_where_updates, Table, Policy, NoExpectations>;
+    auto runner = std::make_unique<R>(name_, *updates, &table, Policy(shared, std::move(query_), sources_),
+                                      NoExpectations{}, std::tuple<>{}, nullptr);
+    p_->keep_alive(std::move(updates));
+    p_->add_flow(std::move(runner), &table, table.name(), is_managed_table_v<Table>, Policy::kind,
+                 /*exclusive=*/true);
+  }
+
+ private:
+  flow_registry* p_;
+  std::string name_;
+  std::tuple<const Sources*...> sources_;
+  Query query_;
+  std::string version_;
+};
+
+/// After from(source): with(...) adds sources, query(fn) gives the query.
+template <class... Sources>
+class replace_where_builder {
+ public:
+  replace_where_builder(flow_registry& p, std::string name, std::tuple<const Sources*...> s)
+      : p_(&p), name_(std::move(name)), sources_(s) {}
+
+  /// One more source (a where_source the program keeps alive).
+  template <class S>
+  auto with(const S& source) && {
+    static_assert(where_source<S>,
+                  "flowlib pipeline: REPLACE WHERE reads its sources as tables: a source needs "
+                  "version(), changed_values(column, since) and scan(f) (MemorySource has them).");
+    return replace_where_builder<Sources..., S>(*p_, std::move(name_),
+                                                std::tuple_cat(sources_, std::tuple<const S*>(&source)));
+  }
+
+  /// The query: fn(std::span<const S1>, ...) -> std::vector<TargetRow>.
+  /// `version` identifies it across restarts (ReplaceWhereOptions::
+  /// query_version, R-WHERE-10): change it whenever the query's results
+  /// change; without it, each new Pipeline recomputes the window once.
+  template <class Fn>
+  auto query(Fn fn, std::string version = {}) && {
+    static_assert(std::is_invocable_v<Fn&, std::span<const typename Sources::row_type>...>,
+                  "flowlib pipeline: REPLACE WHERE's query must be callable as "
+                  "fn(std::span<const S1>, std::span<const S2>, ...), one span per source in "
+                  "the order from(), with(), with(), ...");
+    return replace_where_query_builder<Fn, Sources...>(*p_, std::move(name_), sources_, std::move(fn),
+                                                       std::move(version));
+  }
+
+  /// Not allowed: a REPLACE WHERE flow takes no expectations (R-WHERE-9).
+  template <class... P>
+  void expect(Expectations<P...>) && {
+    static_assert(sizeof...(P) < 0,
+                  "flowlib pipeline: a REPLACE WHERE flow takes no expectations (R-WHERE-9); "
+                  "check the rows in the query instead.");
+  }
+
+ private:
+  flow_registry* p_;
+  std::string name_;
+  std::tuple<const Sources*...> sources_;
+};
+
 
 template <class Source, bool Import, class Checks, class... Stages>
 class flow_builder {
@@ -166,17 +287,17 @@ class flow_builder {
   /// Ends the declaration: the flow policy writes `table`.
   template <class Table, class Policy>
   void into(Table& table, Policy policy) && {
-    static_assert(Policy::kind != std::string_view("REPLACE WHERE"),
+    static_assert(!std::is_same_v<Policy, ReplaceWhere<>>,
                   "flowlib pipeline: a REPLACE WHERE flow needs its query: "
-                  ".from(source).with(...).query(fn).into(table, flow).");
-    static_assert(!is_managed_table_v<Table> || Policy::kind == append_flow_kind,
+                  ".from(source).with(...).query(fn, \"v1\").into(table, flow).");
+    static_assert(!is_managed_table_v<Table> || maps_by_name_v<Policy>,
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only append "
                   "flows (INSERT BY NAME); write this flow into a flowlib::StreamingTable "
                   "(R-TABLE-1).");
-    static_assert(!Import || Policy::kind == append_flow_kind,
+    static_assert(!Import || imports_streams_v<Policy>,
                   "flowlib pipeline: IMPORT CHECKPOINT is allowed only on append flows "
                   "(R-TABLE-4); remove import_checkpoint() or use flowlib::Append.");
-    static_assert(policy_takes<Policy, row_type>(),
+    static_assert(policy_takes<Policy, Table, row_type, Checks>(),
                   "flowlib pipeline: the flow policy does not take the source's rows: REPLACE "
                   "USING takes its Key/Seq row type, AUTO CDC its change type, AUTO CDC FROM "
                   "SNAPSHOT flowlib::Snapshot<Row, Version> records.");
@@ -195,7 +316,7 @@ class flow_builder {
     runner->import_from = import_from_;
     runner->import_flow = std::move(import_flow_);
     p_->add_flow(std::move(runner), &table, table.name(), is_managed_table_v<Table>, Policy::kind,
-                 exclusive_policy<Policy>());
+                 !shares_target_v<Policy>);
   }
 
   /// Ends the declaration: each batch goes to user code (R-EXACT-4).
@@ -279,7 +400,3 @@ class flow_start {
 };
 
 }  // namespace flowlib::detail
-
-// The REPLACE WHERE builder needs flow_registry (above) and is used by
-// flow_builder's templates: included last.
-#include <flowlib/detail/replace_where_runner.hpp>

@@ -1,4 +1,4 @@
-// flowlib/detail/checkpoint_log.hpp
+// flowlib/runtime/checkpoint_log.hpp
 //
 // The pipeline's records in a checkpoint_store (checkpoint/store.hpp): the
 // layout, the exactly-once protocol's records, and the restore of state by

@@ -1,4 +1,4 @@
-// flowlib/detail/row_log.hpp
+// flowlib/storage/row_log.hpp
 //
 // row_log<Row>: a table's append log, the rows appended to it in order,
 // each at a 64-bit offset one above the previous. A pipeline reads it as the
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace flowlib::detail {
+namespace flowlib {
 
 /// @brief The rows appended to a table, at increasing offsets that never
 /// restart (see the header comment). `owner` names the table in errors.
@@ -203,4 +203,8 @@ class row_log {
   std::uint64_t end_ = 0;
 };
 
-}  // namespace flowlib::detail
+namespace detail {
+using flowlib::row_log;
+}  // namespace detail
+
+}  // namespace flowlib

@@ -1,4 +1,4 @@
-// flowlib/flows/where/checkpoint.hpp
+// flowlib/flows/where/detail/checkpoint.hpp
 //
 // The state a REPLACE WHERE flow carries from one update to the next, and
 // its checkpoint encoding (R-WHERE-7, R-WHERE-8):

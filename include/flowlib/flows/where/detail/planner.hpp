@@ -1,4 +1,4 @@
-// flowlib/flows/where/planner.hpp
+// flowlib/flows/where/detail/planner.hpp
 //
 // How a REPLACE WHERE update is planned (R-WHERE-7, R-WHERE-8): incremental
 // (reprocess only the slices of the window whose source data changed since
@@ -33,54 +33,15 @@
 //      upper bound, a widened window);
 //   4. EXTERNAL_CHANGE_IN_REPLACE_WINDOW: rows were inserted into the target
 //      behind the flow (R-WHERE-5) inside this update's window.
-// Internal; the reasons' names are public (flows/replace_where.hpp).
+// Internal; the technique and reasons are public (flows/where/plan.hpp).
 #pragma once
 
+#include <flowlib/flows/where/plan.hpp>
 #include <flowlib/where/window.hpp>
 
 #include <optional>
-#include <string_view>
 
 namespace flowlib {
-
-/// @brief How a REPLACE WHERE update was carried out (R-WHERE-8).
-enum class replace_where_technique {
-  incremental,         ///< only the changed slices of the window ("INCREMENTAL")
-  complete_recompute,  ///< every row of the window ("COMPLETE_RECOMPUTE")
-};
-
-/// @brief "INCREMENTAL" or "COMPLETE_RECOMPUTE" (the event log's `technique`).
-constexpr std::string_view to_string(replace_where_technique t) noexcept {
-  return t == replace_where_technique::incremental ? "INCREMENTAL" : "COMPLETE_RECOMPUTE";
-}
-
-/// @brief Why a REPLACE WHERE update recomputed its whole window (R-WHERE-8).
-enum class replace_where_reason {
-  not_deterministic,        ///< REPLACE_WHERE_NOT_DETERMINISTIC
-  prior_not_deterministic,  ///< PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC
-  unsupported_predicate,    ///< UNSUPPORTED_REPLACE_WHERE_PREDICATE
-  external_change,          ///< EXTERNAL_CHANGE_IN_REPLACE_WINDOW
-  /// REPLACE_WHERE_DEFINITION_CHANGED (flowlib's own, R-WHERE-10): the
-  /// query version, predicate or incremental option changed.
-  definition_changed,
-  /// REPLACE_WHERE_QUERY_NOT_VERSIONED (flowlib's own, R-WHERE-10): an
-  /// unversioned query taking over state it did not write.
-  query_not_versioned,
-};
-
-/// @brief The reason's name in the event log ("EXTERNAL_CHANGE_IN_REPLACE_WINDOW", ...).
-constexpr std::string_view to_string(replace_where_reason r) noexcept {
-  switch (r) {
-    case replace_where_reason::not_deterministic: return "REPLACE_WHERE_NOT_DETERMINISTIC";
-    case replace_where_reason::prior_not_deterministic:
-      return "PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC";
-    case replace_where_reason::unsupported_predicate: return "UNSUPPORTED_REPLACE_WHERE_PREDICATE";
-    case replace_where_reason::external_change: return "EXTERNAL_CHANGE_IN_REPLACE_WINDOW";
-    case replace_where_reason::definition_changed: return "REPLACE_WHERE_DEFINITION_CHANGED";
-    case replace_where_reason::query_not_versioned: return "REPLACE_WHERE_QUERY_NOT_VERSIONED";
-  }
-  return "UNKNOWN";
-}
 
 namespace detail {
 

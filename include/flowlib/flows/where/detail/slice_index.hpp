@@ -1,4 +1,4 @@
-// flowlib/flows/where/slice_index.hpp
+// flowlib/flows/where/detail/slice_index.hpp
 //
 // slice_index<Row>: the side index a REPLACE WHERE flow keeps on its target
 // when the predicate selects one column's range (where::expr::window): the

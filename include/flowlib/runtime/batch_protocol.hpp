@@ -1,0 +1,354 @@
+// flowlib/runtime/batch_protocol.hpp
+//
+// The batch protocol: how a pipeline turns a flow's source into committed
+// micro-batches, exactly once (R-EXACT-1, R-EXACT-2, R-EXACT-6). For each
+// batch of flow F, in order:
+//   1. its positions (from, to) are recorded in the checkpoint's offset log,
+//      unless an uncommitted batch already recorded them: then it is
+//      replayed with the same positions (a source must still hold them);
+//   2. the flow's runner reads the rows and applies them, with the tables'
+//      journals open (runtime/flow_runner.hpp); durable tables write their
+//      changes in the batch's transaction;
+//   3. each stateful component writes its delta, or now and then a
+//      snapshot (PipelineOptions::snapshot_interval);
+//   4. the commit record is written: only now does the batch count.
+// A failure before the commit record undoes the tables through their
+// journals and restores the flow's state from the last commit; a failure
+// after it keeps the batch (and is still reported). The checkpoint's record
+// layout is runtime/checkpoint_log.hpp's. Internal.
+#pragma once
+
+#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/flows/contract.hpp>
+#include <flowlib/runtime/checkpoint_log.hpp>
+#include <flowlib/runtime/event_log.hpp>
+#include <flowlib/runtime/flow_runner.hpp>
+#include <flowlib/runtime/options.hpp>
+#include <flowlib/source/position.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flowlib::detail {
+
+/// Runs a flow's batches under the protocol (see the header comment).
+class batch_protocol {
+ public:
+  batch_protocol(const std::string& pipeline, checkpoint_store& store, const PipelineOptions& options)
+      : name_(pipeline), store_(&store), log_(store), options_(options) {}
+
+  checkpoint_log& log() noexcept { return log_; }
+  void events(EventLog* log) noexcept { events_ = log; }
+  /// The running update's clock.
+  void now(std::chrono::system_clock::time_point t) noexcept { now_ = t; }
+  /// Whether a failed batch's state could not be read back: the pipeline
+  /// must be opened again (which reports the cause) before it goes on.
+  bool closed() const noexcept { return closed_; }
+  void reopened() noexcept { closed_ = false; }
+  /// The highest update id found in the commit records read so far.
+  std::uint64_t last_update_id() const noexcept { return update_id_; }
+
+  /// Tells `r` that an update starts (its clock, id and override).
+  void begin_update(flow_runner& r, std::uint64_t update_id, const UpdateOptions& options) {
+    update_context u{now_, update_id, nullptr};
+    if (auto it = options.replace_where_overrides.find(r.name());
+        it != options.replace_where_overrides.end()) {
+      u.predicate_override = &it->second;
+    }
+    r.begin_update(u);
+  }
+
+  /// R-EXACT-6: throws errc::checkpoint_mismatch when `r`'s source holds
+  /// fewer records than its committed batches, or its planned batch, read.
+  /// Checked for every flow before an update runs any.
+  void check_held(flow_runner& r) {
+    const source_position latest = r.latest();
+    std::uint64_t next = 0;
+    if (auto last = log_.last_commit(r.name())) {
+      require_held(r, last->end, latest, "committed");
+      next = last->batch + 1;
+    }
+    if (auto planned = log_.planned(r.name(), next)) require_held(r, planned->to, latest, "planned");
+  }
+
+  /// Replaces `r`'s state by the last commit's (last snapshot and deltas).
+  void restore(flow_runner& r) {
+    std::vector<component_records> recs(r.components());
+    r.snapshots = {};
+    r.snapshots.any = recs.empty();  // a flow without state has nothing to snapshot
+    if (auto last = log_.last_commit(r.name())) {
+      for (std::size_t c = 0; c < recs.size(); ++c) recs[c] = log_.load_state(r.name(), last->batch, c);
+      // Where the snapshot schedule stands (PipelineOptions::snapshot_interval).
+      for (const auto& rc : recs) {
+        if (rc.snapshot) {
+          r.snapshots.any = true;
+          r.snapshots.snapshot_bytes += rc.snapshot->size();
+        }
+        for (const auto& d : rc.deltas) r.snapshots.delta_bytes_since += d.size();
+        r.snapshots.batches_since = std::max<std::uint64_t>(r.snapshots.batches_since, rc.deltas.size());
+      }
+      // Update ids continue across restarts (an update that committed
+      // nothing leaves no trace, and its id may be given again).
+      update_id_ = std::max(update_id_, last->update_id);
+    }
+    r.restore(recs);
+  }
+
+  FlowUpdateSummary run_flow(flow_runner& r, std::uint64_t update_id,
+                             const UpdateOptions& options) {
+    FlowUpdateSummary sum;
+    sum.flow = r.name();
+    begin_update(r, update_id, options);
+    if (r.once() && r.once_done()) {
+      sum.skipped = true;
+      return sum;
+    }
+    std::uint64_t next = 0;
+    source_position from = r.start();
+    if (auto last = log_.last_commit(r.name())) {
+      next = last->batch + 1;
+      from = last->end;
+    }
+    const std::size_t limit =
+        r.once() ? 0 : (r.max_rows_per_batch != 0 ? r.max_rows_per_batch : options_.max_rows_per_batch);
+    const source_position latest = r.latest();
+    require_held(r, from, latest, "committed");
+    FlowProgress progress{r.name(), 0, 0, latest.rows_after(from)};
+    for (;;) {
+      planned_batch p;
+      if (auto planned = log_.planned(r.name(), next)) {
+        p = std::move(*planned);  // an uncommitted batch: replay the same positions
+        require_held(r, p.to, latest, "planned");
+      } else {
+        p.from = from;
+        p.to = clamp(r.plan(from, limit), latest);
+        if (p.to == p.from && !(r.once() && next == 0)) break;
+        log_.write_planned(r.name(), next, p);
+      }
+      fault(fault_point::positions_recorded, r.name(), next);
+      const batch_outcome out = run_batch(r, p, next, update_id);
+      sum.batches += 1;
+      sum.input_rows += out.stats.input_rows;
+      sum.output_rows += out.output_rows;
+      sum.upserted_rows += out.stats.upserted_rows;
+      sum.deleted_rows += out.stats.deleted_rows;
+      sum.dropped_rows += out.stats.dropped_rows;
+      sum.quarantined_rows += out.quarantined_rows;
+      sum.deduplicated_rows += out.deduplicated_rows;
+      progress.batches += 1;
+      progress.rows += out.stats.input_rows;
+      if (options.on_progress) options.on_progress(progress);
+      from = p.to;
+      ++next;
+      if (r.once()) break;
+    }
+    return sum;
+  }
+
+ private:
+  batch_outcome run_batch(flow_runner& r, const planned_batch& p,
+                                  std::uint64_t n, std::uint64_t update_id) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto& track = r.snapshots;
+    const bool snapshot = !track.any || (track.batches_since >= options_.snapshot_interval &&
+                                         track.delta_bytes_since >= track.snapshot_bytes);
+    const auto scope = snapshot ? checkpoint_scope::snapshot : checkpoint_scope::delta;
+    batch_outcome out;
+    bool commit_written = false;
+    try {
+      store_->begin_batch();
+      r.begin();
+      out = r.run(p, n, options_.fault_hook);
+      r.persist();  // durable tables: the changes, in the batch's transaction
+      std::string bytes;
+      std::uint64_t written = 0;
+      for (std::size_t c = 0; c < r.components(); ++c) {
+        bytes.clear();
+        r.write_state(c, scope, bytes);
+        log_.write_state(r.name(), n, c, scope, bytes);
+        written += bytes.size();
+        if (c == 0) fault(fault_point::state_saving, r.name(), n);
+      }
+      pending_state_bytes_ = written;
+      fault(fault_point::before_commit, r.name(), n);
+      commit_written = true;
+      log_.write_commit(r.name(), n, p.to, update_id);
+      store_->commit_batch();
+    } catch (...) {
+      const std::exception_ptr e = std::current_exception();
+      // A store with transactions rolls back first: the check below then
+      // reads what was really committed (a failed COMMIT does not count).
+      store_->abort_batch();
+      const bool counts = commit_written && committed(r, n);
+      if (counts) {
+        // The commit record is in place (the failure came after it): the
+        // batch counts, so its changes stay; the failure is still reported,
+        // on a COMPLETED event (its counts are in the tables).
+        r.commit();
+        note_committed(r, snapshot);
+      } else {
+        fail_batch(r);
+      }
+      emit_flow(r, n, update_id, p, out, started, e, counts);
+      throw;
+    }
+    r.commit();
+    note_committed(r, snapshot);
+    emit_flow(r, n, update_id, p, out, started, nullptr, true);
+    // Old records go once a snapshot makes them unneeded (a flow without
+    // state: every snapshot_interval batches).
+    if ((snapshot && r.components() != 0) ||
+        (r.components() == 0 && n % options_.snapshot_interval == 0)) {
+      log_.purge_before(r.name(), n, options_.retain_batches);
+    }
+    fault(fault_point::after_commit, r.name(), n);
+    return out;
+  }
+
+  // The snapshot schedule after a committed batch (PipelineOptions::snapshot_interval).
+  void note_committed(flow_runner& r, bool snapshot) noexcept {
+    auto& track = r.snapshots;
+    if (snapshot) {
+      track = {true, pending_state_bytes_, 0, 0};
+    } else {
+      track.delta_bytes_since += pending_state_bytes_;
+      track.batches_since += 1;
+    }
+  }
+
+  bool committed(flow_runner& r, std::uint64_t n) noexcept {
+    try {
+      auto last = log_.last_commit(r.name());
+      return last && last->batch == n;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  // Undoes a failed batch: table changes through the journals, in-memory
+  // state from the last commit. If the state cannot be read back (the
+  // checkpoint became unreadable), the pipeline is closed: the next update
+  // opens it again, and reports the cause.
+  void fail_batch(flow_runner& r) noexcept {
+    r.rollback();
+    store_->abort_batch();
+    try {
+      restore(r);
+    } catch (...) {
+      closed_ = true;
+    }
+  }
+
+  // A source that holds fewer records than the checkpoint already planned
+  // or committed (a restarted program re-appended less than before): going
+  // on would skip the records appended in their place, so nothing runs.
+  void require_held(const flow_runner& r, const source_position& recorded,
+                    const source_position& latest, std::string_view what) const {
+    for (const auto& [part, off] : recorded.partitions()) {
+      const auto held = latest.offset(part);
+      if (held >= off) continue;
+      throw error(errc::checkpoint_mismatch, r.name(), "", "",
+                  "source '" + r.source_name() + "' holds " + std::to_string(held) +
+                      " records in partition " + std::to_string(part) + " but the " +
+                      store_->describe() + " has " + std::string(what) + " batches up to " +
+                      std::to_string(off) + "; re-append at least the records appended before "
+                      "the restart (the same ones, in the same order; R-EXACT-6); nothing was run");
+    }
+  }
+
+  static source_position clamp(source_position to, const source_position& latest) {
+    for (const auto& [part, off] : to.partitions()) {
+      const auto cap = latest.offset(part);
+      if (off > cap) to.set(part, cap);
+    }
+    return to;
+  }
+
+  void fault(fault_point p, std::string_view flow, std::uint64_t n) const {
+    if (options_.fault_hook) options_.fault_hook(p, flow, n);
+  }
+
+  // --- Events ----------------------------------------------------------------------
+
+  void emit_flow(flow_runner& r, std::uint64_t n, std::uint64_t update_id,
+                 const planned_batch& p, const batch_outcome& out,
+                 std::chrono::steady_clock::time_point started, std::exception_ptr e,
+                 bool committed) {
+    if (events_ == nullptr) return;
+    if (out.planning) {  // REPLACE WHERE: how the batch was planned (R-WHERE-8)
+      planning_information_event pe;
+      pe.timestamp = now_;
+      pe.pipeline = name_;
+      pe.update_id = update_id;
+      pe.flow = r.name();
+      pe.technique = out.planning->technique;
+      pe.reason = out.planning->reason;
+      events_->planning_information(pe);
+    }
+    flow_progress_event ev;
+    ev.timestamp = now_;
+    ev.pipeline = name_;
+    ev.update_id = update_id;
+    ev.flow = r.name();
+    ev.target = r.target_name();
+    ev.batch_id = n;
+    ev.status = !committed ? flow_status::failed
+                           : (out.stats.skipped ? flow_status::skipped : flow_status::completed);
+    ev.start_position = p.from.to_string();
+    ev.end_position = p.to.to_string();
+    ev.duration_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    ev.metrics.num_input_rows = committed ? out.stats.input_rows : r.rows_read();
+    ev.metrics.num_output_rows = out.output_rows;
+    ev.metrics.num_upserted_rows = out.stats.upserted_rows;
+    ev.metrics.num_deleted_rows = out.stats.deleted_rows;
+    ev.metrics.num_dropped_rows = out.stats.dropped_rows;
+    ev.metrics.num_quarantined_rows = out.quarantined_rows;
+    ev.metrics.num_deduplicated_rows = out.deduplicated_rows;
+    ev.metrics.num_late_rows = out.late_rows;
+    ev.expectations = out.stats.expectations;
+    if (e != nullptr) set_error(ev, e);
+    events_->flow_progress(ev);
+  }
+
+ public:
+  /// Sets an event's error from the exception: flowlib's code, or
+  /// "EXCEPTION" for any other exception.
+  template <class Ev>
+  static void set_error(Ev& ev, std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const error& fe) {
+      ev.error.code = std::string(to_string(fe.code()));
+      ev.error.message = fe.what();
+    } catch (const std::exception& x) {
+      ev.error.code = "EXCEPTION";
+      ev.error.message = x.what();
+    } catch (...) {
+      ev.error.code = "EXCEPTION";
+      ev.error.message = "an exception that is not a std::exception";
+    }
+  }
+
+
+ private:
+  const std::string& name_;
+  checkpoint_store* store_;
+  checkpoint_log log_;
+  const PipelineOptions& options_;
+  EventLog* events_ = nullptr;
+  std::uint64_t pending_state_bytes_ = 0;
+  std::chrono::system_clock::time_point now_{};
+  std::uint64_t update_id_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace flowlib::detail

@@ -1,0 +1,415 @@
+// flowlib/runtime/pipeline.hpp
+//
+// Pipeline: sources, tables and flows by name, updated in micro-batches with
+// exactly-once checkpoints (docs/pipelines.md; R-EXACT-1..5, R-TABLE-2,
+// R-TABLE-4).
+//
+//   flowlib::MemoryCheckpoint checkpoint;            // or FileCheckpoint{dir}
+//   flowlib::Pipeline pipeline{"bookings", checkpoint};
+//   pipeline.flow("bookings_current")
+//       .from(feed)                                  // a MemorySource<Booking>
+//       .through(flowlib::DedupWithinWatermark<Id, When>{std::chrono::hours(1), "dedup"})
+//       .expect(flowlib::expectations(flowlib::expect_or_drop("valid", is_valid)))
+//       .into(current, Flow{"bookings_current"});
+//   flowlib::UpdateSummary s = pipeline.update();     // all data available now
+//
+// An update runs every flow, in dependency order (a flow reading a table
+// through a TableSource runs after the flows writing it), over the data its
+// source holds when the flow starts, in micro-batches of at most
+// max_rows_per_batch rows. Each micro-batch of flow F is, in order:
+//   1. its positions (from, to) are recorded in the checkpoint (offset log);
+//   2. the rows between them are read and go through the flow's stages and
+//      policy; the tables it writes keep a journal of their changes, and
+//      durable tables write those changes to their database;
+//   3. each stateful component (the policy, then each operator) writes its
+//      delta, or now and then its whole state (a snapshot; see
+//      PipelineOptions::snapshot_interval for when);
+//   4. the commit record is written: only now does the batch count.
+// A failure at any step (the fault_hook tests every one) undoes the batch's
+// table changes through the journals and restores the flow's state from
+// the last commit, so the same Pipeline, or a new one over the same
+// checkpoint and tables, replays the batch from the same positions: every
+// source row affects the tables exactly once (R-EXACT-1). An update with no
+// new data writes nothing (R-EXACT-2).
+//
+// Opening (at the first update): the checkpoint must belong to this pipeline
+// and each flow's record to the same flow definition, and a durable
+// checkpoint takes durable tables only (and a volatile one volatile tables);
+// otherwise errc::checkpoint_mismatch, with nothing written. Durable tables
+// (SqliteStorage) are then attached to the checkpoint's database and loaded
+// from it (storage/sqlite.hpp); each batch writes their changes in its own
+// transaction, after the flow ran and before the state records (R-DURABLE-1).
+// Then every flow restores its state (last snapshot + deltas) and binds to
+// its table.
+//
+// Threads: a Pipeline is used from one thread at a time; sources may be
+// appended to from other threads while it updates.
+#pragma once
+
+#include <flowlib/checkpoint/store.hpp>
+#include <flowlib/error.hpp>
+#include <flowlib/runtime/batch_protocol.hpp>
+#include <flowlib/runtime/catalog.hpp>
+#include <flowlib/runtime/checkpoint_log.hpp>
+#include <flowlib/runtime/event_log.hpp>
+#include <flowlib/runtime/flow_builder.hpp>
+#include <flowlib/runtime/flow_runner.hpp>
+#include <flowlib/runtime/options.hpp>
+#include <flowlib/source/position.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace flowlib {
+
+/// @brief A pipeline: flows by name, micro-batches, checkpoints. See the
+/// header comment.
+class Pipeline final : private detail::flow_registry {
+ public:
+  /// A pipeline called `name` whose checkpoint is `checkpoint` (a
+  /// MemoryCheckpoint or FileCheckpoint that outlives the pipeline).
+  Pipeline(std::string name, checkpoint_store& checkpoint, PipelineOptions options = {})
+      : name_(std::move(name)),
+        store_(&checkpoint),
+        options_(std::move(options)),
+        protocol_(name_, checkpoint, options_),
+        log_(protocol_.log()) {
+    if (options_.snapshot_interval == 0) {
+      throw error(errc::invalid_argument, name_, "", "",
+                  "PipelineOptions::snapshot_interval must be at least 1");
+    }
+  }
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  /// The tables and flows declared, by name (R-TABLE-1).
+  const Catalog& catalog() const noexcept { return catalog_; }
+
+  /// Starts declaring flow `name`: `.from(source)...into(table, policy)`.
+  /// Names are checked when into() is called; flows are declared before
+  /// the first update.
+  detail::flow_start flow(std::string name) {
+    if (opened_) {
+      throw error(errc::invalid_argument, name, "", "",
+                  "flows are declared before the pipeline's first update");
+    }
+    return detail::flow_start(*this, std::move(name));
+  }
+
+  /// Writes the update's events to `log` (kept by reference).
+  void event_log(EventLog& log) noexcept {
+    events_ = &log;
+    protocol_.events(&log);
+  }
+
+  /// The running (or last) update's logical clock.
+  std::chrono::system_clock::time_point now() const noexcept { return now_; }
+
+  /// Runs every flow over the data available, in micro-batches. Throws what
+  /// a batch threw (after undoing that batch); batches committed before it
+  /// stay committed.
+  UpdateSummary update(UpdateOptions options = {}) {
+    now_ = options.now.value_or(std::chrono::system_clock::now());
+    protocol_.now(now_);
+    open();
+    for (const auto& [flow, p] : options.replace_where_overrides) {
+      const auto it = std::find_if(runners_.begin(), runners_.end(),
+                                   [&](const auto& r) { return r->name() == flow; });
+      if (it == runners_.end() || !(*it)->takes_predicate_override()) {
+        throw error(errc::invalid_argument, flow, "", "",
+                    "UpdateOptions::replace_where_overrides names no REPLACE WHERE flow of "
+                    "pipeline '" + name_ + "'; nothing was run");
+      }
+    }
+    UpdateSummary summary;
+    update_id_ = std::max(update_id_, protocol_.last_update_id());
+    summary.update_id = ++update_id_;
+    emit_update(update_state::started, nullptr, nullptr);
+    try {
+      for (auto* r : order_) {  // R-EXACT-6: before any flow runs
+        protocol_.begin_update(*r, summary.update_id, options);
+        protocol_.check_held(*r);
+      }
+      for (auto* r : order_) summary.flows.push_back(protocol_.run_flow(*r, summary.update_id, options));
+    } catch (...) {
+      emit_update(update_state::failed, &summary, std::current_exception());
+      throw;
+    }
+    emit_update(update_state::completed, &summary, nullptr);
+    return summary;
+  }
+
+  /// Full refresh (R-EXACT-5): empties `table`, clears the state and the
+  /// checkpoint records of every flow writing it (and their quarantined
+  /// rows), and makes them read their sources from the start at the next
+  /// update. ONCE flows run again (R-TABLE-2); an imported checkpoint is not
+  /// imported again (R-TABLE-4). Throws errc::invalid_argument, changing
+  /// nothing, when the table's reset_allowed is false. Rows a source no
+  /// longer holds (MemorySource::discard_before) are lost.
+  template <class Table>
+  void full_refresh(Table& table) {
+    open();
+    std::vector<detail::flow_runner*> writers;
+    for (auto& r : runners_)
+      if (r->target_table() == static_cast<const void*>(&table)) writers.push_back(r.get());
+    if (writers.empty()) {
+      throw error(errc::invalid_argument, table.name(), "", "",
+                  "no flow of pipeline '" + name_ + "' writes this table");
+    }
+    // One transaction for a store that has them (SqliteCheckpoint): the
+    // durable tables are emptied together with the records removed.
+    store_->begin_batch();
+    bool changed = false;
+    try {
+      writers.front()->refresh_target();  // throws, changing nothing, when refused
+      changed = true;
+      for (auto* r : writers) {
+        log_.reset_flow(r->name());
+        r->forget_quarantined();
+      }
+      for (auto* r : writers) r->persist();
+      store_->commit_batch();
+    } catch (...) {
+      store_->abort_batch();
+      // Memory and database may differ now: the next update opens the
+      // pipeline again, reloading the durable tables and the flows' state.
+      if (changed) opened_ = false;
+      throw;
+    }
+    for (auto* r : writers) {
+      r->commit();  // durable tables: what persist() wrote is committed
+      protocol_.restore(*r);  // empty records: fresh state, bound to the emptied table
+    }
+  }
+
+ private:
+  // --- Declaration (detail::flow_registry) -------------------------------------------
+
+  void add_flow(std::unique_ptr<detail::flow_runner> runner, const void* target,
+                std::string_view target_name, bool managed, std::string_view kind,
+                bool exclusive) override {
+    const std::string& flow = runner->name();
+    for (const auto& r : runners_) {
+      if (r->name() == flow) {
+        throw error(errc::invalid_target, flow, "", "",
+                    "FLOW_ALREADY_EXISTS: pipeline '" + name_ + "' already has a flow of this name");
+      }
+    }
+    if (target != nullptr) {
+      if (!catalog_.contains(target_name)) {
+        catalog_.declare_table(std::string(target_name),
+                               managed ? table_kind::managed : table_kind::streaming);
+        tables_.emplace_back(target, std::string(target_name));
+      } else if (table_ptr(target_name) != target) {
+        // Another table of that name: the catalog says which code applies
+        // (CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE, TABLE_ALREADY_EXISTS).
+        catalog_.declare_table(std::string(target_name),
+                               managed ? table_kind::managed : table_kind::streaming);
+      }
+      // R-USING-9: a REPLACE USING or AUTO CDC target takes one flow and no other.
+      for (const auto& [k, n] : catalog_.flows_of(target_name)) {
+        const auto other = std::find_if(runners_.begin(), runners_.end(),
+                                        [&](const auto& r) { return r->name() == n; });
+        if (exclusive || other == runners_.end() || !(*other)->shares_target()) {
+          throw error(errc::invalid_target, flow, "", "",
+                      "table '" + std::string(target_name) + "' is already written by " + k +
+                          " flow '" + n + "'; a " + std::string(exclusive ? kind : k) +
+                          " target takes exactly one flow and no other flow type (R-USING-9)");
+        }
+      }
+      catalog_.declare_flow(target_name, kind, flow);
+    }
+    runners_.push_back(std::move(runner));
+  }
+  void keep_alive(std::shared_ptr<void> object) override { owned_.push_back(std::move(object)); }
+
+  const void* table_ptr(std::string_view name) const {
+    for (const auto& [p, n] : tables_)
+      if (n == name) return p;
+    return nullptr;
+  }
+
+  // --- Opening -------------------------------------------------------------------------
+
+  void open() {
+    if (opened_ && !protocol_.closed()) return;
+    protocol_.reopened();
+    // Reads and checks first: a refused open writes nothing.
+    log_.clear_pending();
+    log_.open_pipeline(name_);
+    for (auto& r : runners_) log_.open_flow(r->name(), r->definition(), r->component_layout());
+    for (auto& r : runners_) {
+      if (r->writes_tables() && !r->tables_durable(store_->durable())) {
+        throw error(errc::checkpoint_mismatch, r->name(), "", "",
+                    store_->durable()
+                        ? "the " + store_->describe() + " is durable but the flow's tables are "
+                              "not: after a restart the checkpoint would skip rows the tables "
+                              "lost; use durable tables, or a MemoryCheckpoint"
+                        : "the " + store_->describe() + " is volatile but the flow's tables are "
+                              "durable: after a restart every row would be applied again; use a "
+                              "durable checkpoint (FileCheckpoint)");
+      }
+    }
+    // Durable tables (SqliteStorage) are loaded from the checkpoint's
+    // database before anything is written and before the flows restore
+    // their state from them; a table that does not suit is refused here.
+    std::vector<const void*> attached;
+    for (auto& r : runners_) r->attach_tables(*store_, attached);
+    std::vector<std::pair<detail::flow_runner*, import_plan>> imports;
+    for (auto& r : runners_) {
+      if (r->import_from == nullptr || log_.imported(r->name())) continue;
+      if (log_.last_commit(r->name())) continue;  // has its own history already
+      imports.emplace_back(r.get(), plan_import(*r));
+    }
+    order_ = dependency_order();
+    for (auto& r : runners_) {
+      if (r->source_table() == nullptr) continue;
+      for (auto& w : runners_)
+        if (w->target_table() == r->source_table()) w->log_appends(true);
+    }
+    // Writes.
+    log_.write_pending();
+    for (auto& [r, plan] : imports) {
+      log_.copy_flow(*r->import_from, r->import_flow, r->name(), plan.mapping);
+      if (plan.last && !plan.fresh.empty()) {
+        // Components the stream did not have start fresh at its last batch.
+        std::string bytes;
+        for (std::size_t c : plan.fresh) {
+          bytes.clear();
+          r->write_state(c, checkpoint_scope::snapshot, bytes);
+          log_.write_state(r->name(), *plan.last, c, checkpoint_scope::snapshot, bytes);
+        }
+      }
+      log_.mark_imported(r->name(), r->import_from->describe() + " / " + r->import_flow);
+    }
+    for (auto& r : runners_) protocol_.restore(*r);
+    opened_ = true;
+  }
+
+  // IMPORT CHECKPOINT (R-TABLE-4): which of the stream's components become
+  // which of the flow's. The stream's operators must be the flow's, in
+  // order; its sink's state (an append flow's ONCE marker) carries over
+  // when it is an append, and the flow's own starts fresh otherwise.
+  struct import_plan {
+    std::vector<std::pair<std::size_t, std::size_t>> mapping;
+    std::vector<std::size_t> fresh;
+    std::optional<std::uint64_t> last;
+  };
+  import_plan plan_import(detail::flow_runner& r) const {
+    const auto refuse = [&](const std::string& why) {
+      return error(errc::checkpoint_mismatch, r.name(), "", "",
+                   "IMPORT CHECKPOINT: " + why + "; nothing was imported");
+    };
+    const auto layout = detail::checkpoint_log::layout_of(*r.import_from, r.import_flow);
+    if (!layout) {
+      throw refuse("the " + r.import_from->describe() + " has no stream named '" + r.import_flow + "'");
+    }
+    const auto split = [](const std::string& s) {
+      std::vector<std::string> parts;
+      std::size_t at = 0;
+      for (;;) {
+        const auto bar = s.find('|', at);
+        parts.push_back(s.substr(at, bar - at));
+        if (bar == std::string::npos) return parts;
+        at = bar + 1;
+      }
+    };
+    const auto src = split(*layout);
+    const auto dst = split(r.component_layout());
+    const bool src_policy = src.front() != "FOREACH BATCH";
+    if (src.front() != std::string(append_flow_kind) && src_policy) {
+      throw refuse("stream '" + r.import_flow + "' is a " + src.front() +
+                   " flow; only a stream that appends or calls a foreach-batch sink can be imported");
+    }
+    if (std::vector<std::string>(src.begin() + 1, src.end()) !=
+        std::vector<std::string>(dst.begin() + 1, dst.end())) {
+      throw refuse("stream '" + r.import_flow + "' has the operators (" + *layout +
+                   ") and this flow (" + r.component_layout() + "): they must be the same, in order");
+    }
+    detail::checkpoint_log other(const_cast<checkpoint_store&>(*r.import_from));
+    import_plan plan;
+    if (auto last = other.last_commit(r.import_flow)) plan.last = last->batch;
+    if (src_policy) {
+      plan.mapping.emplace_back(0, 0);
+    } else {
+      plan.fresh.push_back(0);
+    }
+    for (std::size_t i = 1; i < dst.size(); ++i) {
+      plan.mapping.emplace_back(src_policy ? i : i - 1, i);
+    }
+    return plan;
+  }
+
+  std::vector<detail::flow_runner*> dependency_order() const {
+    std::vector<detail::flow_runner*> out;
+    std::vector<bool> done(runners_.size(), false);
+    while (out.size() < runners_.size()) {
+      bool progress = false;
+      for (std::size_t i = 0; i < runners_.size(); ++i) {
+        if (done[i]) continue;
+        const void* src = runners_[i]->source_table();
+        bool ready = true;
+        for (std::size_t j = 0; j < runners_.size() && src != nullptr; ++j)
+          if (!done[j] && j != i && runners_[j]->target_table() == src) ready = false;
+        if (ready) {
+          done[i] = true;
+          out.push_back(runners_[i].get());
+          progress = true;
+        }
+      }
+      if (!progress) {
+        throw error(errc::invalid_target, name_, "", "",
+                    "the flows read each other's tables in a cycle; a pipeline's flows must form "
+                    "a directed acyclic graph");
+      }
+    }
+    return out;
+  }
+
+  // --- Events ------------------------------------------------------------------------------
+
+  void emit_update(update_state state, const UpdateSummary* s, std::exception_ptr e) {
+    if (events_ == nullptr) return;
+    update_progress_event ev;
+    ev.timestamp = now_;
+    ev.pipeline = name_;
+    ev.update_id = update_id_;
+    ev.state = state;
+    if (s != nullptr) {
+      ev.details.flows = s->flows.size();
+      ev.details.batches = s->batches();
+      ev.details.rows = s->input_rows();
+    }
+    if (e != nullptr) detail::batch_protocol::set_error(ev, e);
+    events_->update_progress(ev);
+  }
+
+  std::string name_;
+  checkpoint_store* store_;
+  PipelineOptions options_;
+  detail::batch_protocol protocol_;
+  detail::checkpoint_log& log_;  // protocol_'s
+  Catalog catalog_;
+  std::vector<std::pair<const void*, std::string>> tables_;
+  std::vector<std::unique_ptr<detail::flow_runner>> runners_;
+  std::vector<detail::flow_runner*> order_;
+  std::vector<std::shared_ptr<void>> owned_;
+  EventLog* events_ = nullptr;
+  std::chrono::system_clock::time_point now_{};
+  std::uint64_t update_id_ = 0;
+  bool opened_ = false;
+};
+
+}  // namespace flowlib
