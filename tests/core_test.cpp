@@ -726,17 +726,16 @@ TEST_CASE("MemoryStorage: rows smaller than a row id") {
   CHECK(std::string(s.rows().begin(), s.rows().end()) == "cb");
 }
 
-TEST_CASE("fwd.hpp declares the public templates the headers define") {
-  // Compiling this file at all checks that the declarations agree (fwd.hpp
-  // is included before every header); these name the defaults they omit.
-  static_assert(std::is_same_v<fl::ManagedTable<core::Payload>,
-                               fl::ManagedTable<core::Payload, fl::MemoryStorage>>);
-  static_assert(std::is_same_v<fl::StreamingTable<core::Payload>,
-                               fl::StreamingTable<core::Payload, fl::MemoryStorage>>);
-  static_assert(std::is_class_v<fl::Append<fl::Once>>);
-  static_assert(std::is_class_v<fl::Scd2<>> && std::is_class_v<fl::Scd1>);
-  static_assert(std::is_class_v<fl::Catalog> && std::is_class_v<fl::DedupOptions>);
-}
+// fwd.hpp declares the public templates the headers define: compiling this
+// file at all checks that the declarations agree (fwd.hpp is included before
+// every header); these name the defaults they omit. Compile-time only.
+static_assert(std::is_same_v<fl::ManagedTable<core::Payload>,
+                             fl::ManagedTable<core::Payload, fl::MemoryStorage>>);
+static_assert(std::is_same_v<fl::StreamingTable<core::Payload>,
+                             fl::StreamingTable<core::Payload, fl::MemoryStorage>>);
+static_assert(std::is_class_v<fl::Append<fl::Once>>);
+static_assert(std::is_class_v<fl::Scd2<>> && std::is_class_v<fl::Scd1>);
+static_assert(std::is_class_v<fl::Catalog> && std::is_class_v<fl::DedupOptions>);
 
 namespace core {
 // R-USING-6: dates are key types (the seed keys tables by date).
