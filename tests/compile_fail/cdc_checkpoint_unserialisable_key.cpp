@@ -1,23 +1,14 @@
 // AUTO CDC checkpoints: a flow whose key type has no byte encoding cannot
 // write (or read) a checkpoint; the message names the types that can.
 // expect-error: flowlib::AutoCdc checkpoints: the key type has no byte encoding
+#include "shared/device_id.hpp"
+
 #include <flowlib/flows/auto_cdc.hpp>
 #include <flowlib/table.hpp>
 
-#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
-
-struct DeviceId {  // hashable and ordered, so a valid key, but opaque to the format
-  std::uint64_t hi, lo;
-  auto operator<=>(const DeviceId&) const = default;
-  template <class H>
-  friend H AbslHashValue(H h, const DeviceId& d) {
-    return H::combine(std::move(h), d.hi, d.lo);
-  }
-};
 
 struct Change {
   DeviceId device;

@@ -1,35 +1,7 @@
 // R-CDC column mapping: a target column that the change row lacks is a
 // compile error that names the column.
 // expect-error: cdc_target_column_check<.*country.*TARGET_COLUMN_MISSING_FROM_CHANGE
-#include <flowlib/flows/auto_cdc.hpp>
-#include <flowlib/table.hpp>
-
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
-
-namespace fl = flowlib;
-
-struct Change {
-  std::int64_t id;
-  std::optional<std::string> name;
-  std::optional<std::string> city;
-  std::string op;
-  std::int64_t seq;
-};
-FLOWLIB_SCHEMA(Change, id, name, city, op, seq);
-
-struct Row {
-  std::int64_t id;
-  std::optional<std::string> name;
-  std::optional<std::string> city;
-};
-FLOWLIB_SCHEMA(Row, id, name, city);
-
-struct IsDelete {
-  bool operator()(const Change& c) const { return c.op == "DELETE"; }
-};
+#include "shared/cdc.hpp"
 
 struct Target {
   std::int64_t id;
@@ -47,9 +19,8 @@ FLOWLIB_SCHEMA(Target, id, name, country);
 #endif
 
 int main() {
-  using Flow = fl::AutoCdc<fl::Key<&Change::id>, fl::Seq<&Change::seq>, fl::Scd1,
-                           fl::apply_as_deletes<IsDelete>, fl::column_list<"id", "name", "city">>;
+  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
+                           fl::column_list<"id", "name", "city">>;
   fl::StreamingTable<Target> t{"t"};
-  Flow flow{"f"};
-  flow.apply(t, std::vector<Change>{});
+  apply_nothing<Flow>(t);
 }

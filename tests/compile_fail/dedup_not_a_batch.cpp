@@ -1,19 +1,10 @@
 // R-DEDUP-5: the operator takes a stream's batch of its own row type; a
 // single row (or another row type) is not a batch.
 // expect-error: process takes a batch
-#include <flowlib/ops/dedup_within_watermark.hpp>
-
-#include <cstdint>
-#include <vector>
-
-struct Click {
-  std::int64_t id;
-  std::int64_t ts;
-};
+#include "shared/dedup.hpp"
 
 int main() {
-  flowlib::DedupWithinWatermark<flowlib::Key<&Click::id>, flowlib::EventTime<&Click::ts>> d{
-      std::int64_t{10}};
+  ClickDedup d{std::int64_t{10}};
   const Click one{1, 2};
 #ifdef FLOWLIB_CONTROL
   return static_cast<int>(d.process(std::vector<Click>{one}).size());

@@ -1,13 +1,7 @@
 // The identity and the event time must be columns of the same row type.
 // expect-error: must be columns of the same row type
-#include <flowlib/ops/dedup_within_watermark.hpp>
+#include "shared/dedup.hpp"
 
-#include <cstdint>
-
-struct Click {
-  std::int64_t id;
-  std::int64_t ts;
-};
 struct View {
   std::int64_t id;
   std::int64_t ts;
@@ -15,8 +9,7 @@ struct View {
 
 int main() {
 #ifdef FLOWLIB_CONTROL
-  flowlib::DedupWithinWatermark<flowlib::Key<&Click::id>, flowlib::EventTime<&Click::ts>> d{
-      std::int64_t{10}};
+  ClickDedup d{std::int64_t{10}};
 #else
   flowlib::DedupWithinWatermark<flowlib::Key<&Click::id>, flowlib::EventTime<&View::ts>> d{
       std::int64_t{10}};

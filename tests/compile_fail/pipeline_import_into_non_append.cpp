@@ -1,18 +1,6 @@
 // R-TABLE-4: IMPORT CHECKPOINT is allowed only on append flows.
 // expect-error: IMPORT CHECKPOINT is allowed only on append flows
-#include <flowlib/checkpoint/memory.hpp>
-#include <flowlib/flows/append.hpp>
-#include <flowlib/flows/replace_using.hpp>
-#include <flowlib/pipeline.hpp>
-#include <flowlib/source/memory.hpp>
-
-#include <cstdint>
-
-struct Row {
-  std::int64_t id;
-  std::int64_t seq;
-};
-FLOWLIB_SCHEMA(Row, id, seq);
+#include "shared/row.hpp"
 
 int main() {
   flowlib::MemorySource<Row> feed{"feed"};
@@ -23,7 +11,6 @@ int main() {
 #ifdef FLOWLIB_CONTROL
   p.flow("f").from(feed).import_checkpoint(stream, "s").into(t, flowlib::Append{"f"});
 #else
-  p.flow("f").from(feed).import_checkpoint(stream, "s").into(
-      t, flowlib::ReplaceUsing<flowlib::Key<&Row::id>, flowlib::Seq<&Row::seq>>{"f"});
+  p.flow("f").from(feed).import_checkpoint(stream, "s").into(t, RowUsing{"f"});
 #endif
 }

@@ -1,18 +1,6 @@
 // A quarantine table holds flowlib::Quarantined<Row> rows.
 // expect-error: a quarantine table holds flowlib::Quarantined<Row> rows
-#include <flowlib/checkpoint/memory.hpp>
-#include <flowlib/flows/append.hpp>
-#include <flowlib/pipeline.hpp>
-#include <flowlib/quarantine.hpp>
-#include <flowlib/source/memory.hpp>
-
-#include <cstdint>
-
-struct Row {
-  std::int64_t id;
-  std::int64_t seq;
-};
-FLOWLIB_SCHEMA(Row, id, seq);
+#include "shared/row.hpp"
 
 int main() {
   flowlib::MemorySource<Row> feed{"feed"};
@@ -24,8 +12,6 @@ int main() {
 #endif
   flowlib::MemoryCheckpoint ckpt;
   flowlib::Pipeline p{"p", ckpt};
-  p.flow("f")
-      .from(feed)
-      .quarantine(q, flowlib::expectations(flowlib::expect_or_quarantine("pos", [](const Row& r) { return r.id > 0; })))
-      .into(t, flowlib::Append{"f"});
+  const auto positive = flowlib::expect_or_quarantine("pos", [](const Row& r) { return r.id > 0; });
+  p.flow("f").from(feed).quarantine(q, flowlib::expectations(positive)).into(t, flowlib::Append{"f"});
 }

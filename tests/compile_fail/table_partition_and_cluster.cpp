@@ -1,15 +1,6 @@
 // R-TABLE-3: PARTITIONED BY and CLUSTER BY cannot be combined.
 // expect-error: PARTITIONED BY and CLUSTER BY cannot be combined
-#include <flowlib/table.hpp>
-
-#include <cstdint>
-#include <string>
-
-struct Event {
-  std::int64_t id;
-  std::string bucket;
-};
-FLOWLIB_SCHEMA(Event, id, bucket);
+#include "shared/event.hpp"
 
 int main() {
 #ifdef FLOWLIB_CONTROL

@@ -1,16 +1,7 @@
 // R-TABLE-3: partitioning (and clustering) columns are schema names checked
 // at compile time; the diagnostic names the unknown column.
 // expect-error: fixed_string<7>\{.bukket.\}.*is not a column of the table's row
-#include <flowlib/table.hpp>
-
-#include <cstdint>
-#include <string>
-
-struct Event {
-  std::int64_t id;
-  std::string bucket;
-};
-FLOWLIB_SCHEMA(Event, id, bucket);
+#include "shared/event.hpp"
 
 int main() {
 #ifdef FLOWLIB_CONTROL

@@ -1,21 +1,11 @@
 // R-USING-6: a floating-point key column (double) is rejected at compile time.
 // expect-error: a key or sequence column is floating point
-#include <flowlib/flows/replace_using.hpp>
-
-#include <cstdint>
-
-struct Row {
-  std::int64_t id;
-  double price;
-  std::int64_t seq;
-};
+#include "shared/using.hpp"
 
 #ifdef FLOWLIB_CONTROL
-using Flow = flowlib::ReplaceUsing<flowlib::Key<&Row::id>, flowlib::Seq<&Row::seq>>;
+using Flow = ReplaceUsing<Key<&Row::id>, Seq<&Row::seq>>;
 #else
-using Flow = flowlib::ReplaceUsing<flowlib::Key<&Row::id, &Row::price>, flowlib::Seq<&Row::seq>>;
+using Flow = ReplaceUsing<Key<&Row::id, &Row::price>, Seq<&Row::seq>>;
 #endif
 
-int main() {
-  [[maybe_unused]] Flow flow{"f"};
-}
+int main() { [[maybe_unused]] Flow flow{"f"}; }

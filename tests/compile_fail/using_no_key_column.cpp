@@ -1,21 +1,11 @@
 // R-USING-6: REPLACE USING needs at least one key column.
 // expect-error: needs at least one key column
-#include <flowlib/flows/replace_using.hpp>
-
-#include <cstdint>
-
-struct Row {
-  std::int64_t id;
-  std::int64_t other;
-  std::int64_t seq;
-};
+#include "shared/using.hpp"
 
 #ifdef FLOWLIB_CONTROL
-using Flow = flowlib::ReplaceUsing<flowlib::Key<&Row::id>, flowlib::Seq<&Row::seq>>;
+using Flow = ReplaceUsing<Key<&Row::id>, Seq<&Row::seq>>;
 #else
-using Flow = flowlib::ReplaceUsing<flowlib::Key<>, flowlib::Seq<&Row::seq>>;
+using Flow = ReplaceUsing<Key<>, Seq<&Row::seq>>;
 #endif
 
-int main() {
-  [[maybe_unused]] Flow flow{"f"};
-}
+int main() { [[maybe_unused]] Flow flow{"f"}; }
