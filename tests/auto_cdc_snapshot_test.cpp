@@ -4,6 +4,7 @@
 #include <flowlib/flows/auto_cdc_snapshot.hpp>
 #include <flowlib/table.hpp>
 
+#include <support/rows.hpp>
 #include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
@@ -21,23 +22,8 @@ namespace fl = flowlib;
 
 namespace snap {
 
-struct Item {
-  std::int64_t id;
-  std::string a;
-  std::string b;
-  friend bool operator==(const Item&, const Item&) = default;
-};
-FLOWLIB_SCHEMA(Item, id, a, b);
-
-struct ItemHistory {
-  std::int64_t id;
-  std::string a;
-  std::string b;
-  std::int64_t start_at;
-  std::optional<std::int64_t> end_at;
-  friend bool operator==(const ItemHistory&, const ItemHistory&) = default;
-};
-FLOWLIB_SCHEMA(ItemHistory, id, a, b, (start_at, "__START_AT"), (end_at, "__END_AT"));
+using Item = flowtest::Entry;
+using ItemHistory = flowtest::EntryHistory;
 
 using Snapshot = std::pair<std::vector<Item>, std::int64_t>;
 

@@ -11,6 +11,8 @@
 #include <flowlib/detail/checkpoint_record.hpp>
 #include <flowlib/detail/crc32.hpp>
 
+#include <support/temp_files.hpp>
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -75,34 +77,9 @@ bool contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
-/// A fresh directory under the system's temp directory, removed at the end.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::random_device rd;
-    std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
-                        static_cast<std::uint64_t>(::getpid()));
-    path = fs::temp_directory_path() / ("flowlib-ckpt-" + std::to_string(rng()));
-    fs::create_directories(path);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::string file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void put_file(const fs::path& p, std::string_view bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
+using flowtest::temp_dir;
+constexpr auto file_bytes = flowtest::read_file;
+constexpr auto put_file = flowtest::write_file;
 
 // --- the two policies, with raw access to their stored bytes -------------------
 

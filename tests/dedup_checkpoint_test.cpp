@@ -8,6 +8,8 @@
 // that do not grow with the state.
 #include <flowlib/ops/dedup_within_watermark.hpp>
 
+#include <support/checkpoint_blobs.hpp>
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -53,39 +55,7 @@ std::vector<batch> random_batches(std::mt19937_64& rng, std::size_t inputs) {
   return out;
 }
 
-struct commit {
-  std::optional<std::string> snapshot;
-  std::string delta;
-};
-
-void write_commit(const Dedup& d, std::vector<commit>& log, std::size_t interval,
-                  bool snapshot_only) {
-  commit c;
-  const bool snap = (log.size() + 1) % interval == 0;
-  if (!(snap && snapshot_only)) {
-    fl::detail::byte_writer w{c.delta};
-    d.write_checkpoint(w, fl::checkpoint_scope::delta);
-  }
-  if (snap) {
-    c.snapshot.emplace();
-    fl::detail::byte_writer w{*c.snapshot};
-    d.write_checkpoint(w, fl::checkpoint_scope::snapshot);
-  }
-  log.push_back(std::move(c));
-}
-
-fl::checkpoint_blobs upto(const std::vector<commit>& log, std::size_t k) {
-  fl::checkpoint_blobs b;
-  std::size_t from = 0;
-  for (std::size_t i = 0; i < k; ++i) {
-    if (log[i].snapshot) {
-      b.snapshot = *log[i].snapshot;
-      from = i + 1;
-    }
-  }
-  for (std::size_t i = from; i < k; ++i) b.deltas.push_back(log[i].delta);
-  return b;
-}
+using flowtest::write_commit;
 
 // The operator's observable state: identities with expiry, watermarks.
 std::string state_of(const Dedup& d) {
@@ -114,18 +84,18 @@ void check_equivalence(std::uint64_t seed, std::size_t inputs, fl::watermark_pol
   CAPTURE(k);
   const fl::DedupOptions options{inputs, policy};
   Dedup a{10, "clicks", options};
-  std::vector<commit> log;
+  flowtest::written log;
   for (std::size_t i = 0; i < k; ++i) {
     a.process(batches[i].input, batches[i].rows);
     write_commit(a, log, interval, snapshot_only);
   }
   Dedup b{10, "clicks", options};
-  b.read_checkpoint(upto(log, k));
+  b.read_checkpoint(log.upto(k));
   REQUIRE(state_of(a) == state_of(b));
   REQUIRE(b.state_size() == a.state_size());
   if (k < batches.size() && rng() % 2 == 0) {  // an uncommitted batch, discarded
     b.process(batches[k].input, batches[k].rows);
-    b.read_checkpoint(upto(log, k));
+    b.read_checkpoint(log.upto(k));
     REQUIRE(state_of(a) == state_of(b));
   }
   for (std::size_t i = k; i < batches.size(); ++i) {
@@ -136,25 +106,13 @@ void check_equivalence(std::uint64_t seed, std::size_t inputs, fl::watermark_pol
     REQUIRE(a.last_stats() == b.last_stats());
     REQUIRE(state_of(a) == state_of(b));
     write_commit(a, log, interval, snapshot_only);
-    std::string db;
-    fl::detail::byte_writer w{db};
-    b.write_checkpoint(w, fl::checkpoint_scope::delta);
-    if (!log.back().delta.empty()) REQUIRE(log.back().delta == db);
+    const std::string db = flowtest::delta_of(b);
+    if (!log.commits.back().delta.empty()) REQUIRE(log.commits.back().delta == db);
   }
 }
 
-std::string delta_of(const Dedup& d) {
-  std::string s;
-  fl::detail::byte_writer w{s};
-  d.write_checkpoint(w, fl::checkpoint_scope::delta);
-  return s;
-}
-std::string snapshot_of(const Dedup& d) {
-  std::string s;
-  fl::detail::byte_writer w{s};
-  d.write_checkpoint(w, fl::checkpoint_scope::snapshot);
-  return s;
-}
+using flowtest::delta_of;
+using flowtest::snapshot_of;
 
 }  // namespace dckpt
 

@@ -25,13 +25,14 @@
 
 #include "auto_cdc_random_model.hpp"
 
-#include <unistd.h>
+#include <support/rows.hpp>
+#include <support/temp_files.hpp>
+
 
 #include <algorithm>
 #include <chrono>
 #include <compare>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,23 +63,8 @@ struct Rec {
 };
 FLOWLIB_SCHEMA(Rec, k, seq, v, x, day, at, flag);
 
-struct Item {
-  std::int64_t k = 0;
-  std::string v;
-  friend bool operator==(const Item&, const Item&) = default;
-  friend auto operator<=>(const Item&, const Item&) = default;
-};
-FLOWLIB_SCHEMA(Item, k, v);
-
-struct ItemHistory {
-  std::int64_t k = 0;
-  std::string v;
-  std::int64_t start_at = 0;
-  std::optional<std::int64_t> end_at;
-  friend bool operator==(const ItemHistory&, const ItemHistory&) = default;
-  friend auto operator<=>(const ItemHistory&, const ItemHistory&) = default;
-};
-FLOWLIB_SCHEMA(ItemHistory, k, v, (start_at, "__START_AT"), (end_at, "__END_AT"));
+using flowtest::Item;
+using flowtest::ItemHistory;
 
 using Snap = fl::Snapshot<Item, std::int64_t>;
 using Replace = fl::ReplaceUsing<fl::Key<&Rec::k>, fl::Seq<&Rec::seq>>;
@@ -101,34 +87,17 @@ struct MemoryConfig {
   };
 };
 
-inline std::string fresh_path() {
-  static int n = 0;
-  return (std::filesystem::temp_directory_path() /
-          ("flowlib_durable_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".db"))
-      .string();
-}
-
-inline void remove_database(const std::string& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
-}
-
 /// Tables and checkpoint in one SQLite file; reopening destroys both and
 /// builds them again from the file (the tables load at the next update).
 struct SqliteConfig {
   using storage = fl::SqliteStorage;
   template <class Tables>
   struct env {
-    std::string path = fresh_path();
+    flowtest::temp_db db{"flowlib_durable"};  // removed after close()
     std::unique_ptr<fl::SqliteCheckpoint> checkpoint_;
     std::unique_ptr<Tables> tables_;
-    env() {
-      remove_database(path);
-      open();
-    }
-    ~env() {
-      close();
-      remove_database(path);
-    }
+    env() { open(); }
+    ~env() { close(); }
     env(const env&) = delete;
     env& operator=(const env&) = delete;
     fl::checkpoint_store& checkpoint() { return *checkpoint_; }
@@ -143,7 +112,7 @@ struct SqliteConfig {
       // synchronous = off: the suite checks reopening, not power loss, and
       // flushing to the disk would make it slow (a process that ends loses
       // nothing at any level; sqlite_crash_test kills with the default).
-      checkpoint_ = std::make_unique<fl::SqliteCheckpoint>(path, fl::SqliteOptions{.synchronous = fl::SqliteSync::off});
+      checkpoint_ = std::make_unique<fl::SqliteCheckpoint>(db.path, fl::SqliteOptions{.synchronous = fl::SqliteSync::off});
       tables_ = std::make_unique<Tables>();
     }
     void close() {
@@ -182,11 +151,7 @@ auto run_case(std::size_t batches, bool reopen, Declare&& declare, Feed&& feed, 
   return result(env.tables());
 }
 
-template <class T>
-std::vector<T> sorted(std::vector<T> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
+using flowtest::sorted;
 
 /// Cuts `rows` into random consecutive pieces of at least one row: about
 /// 1..max_batches of them, now and then a few more.
@@ -631,12 +596,8 @@ TEST_CASE("R-DURABLE-1, R-WHERE-1, R-WHERE-7: a REPLACE WHERE target on SqliteSt
   CHECK(techniques_of(memory_events) ==
         std::vector<std::string>{"COMPLETE_RECOMPUTE", "INCREMENTAL", "INCREMENTAL"});
 
-  const std::string path = fresh_path();
-  remove_database(path);
-  struct removed_at_end {
-    const std::string& path;
-    ~removed_at_end() { remove_database(path); }
-  } cleanup{path};
+  const flowtest::temp_db db{"flowlib_durable"};
+  const std::string& path = db.path;
   // The first program: two updates, then everything is destroyed.
   {
     fl::SqliteCheckpoint ck{path, {.synchronous = fl::SqliteSync::off}};

@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <support/temp_files.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -147,12 +149,7 @@ std::filesystem::path temp_file(const char* name) {
   return p;
 }
 
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+constexpr auto read_all = flowtest::read_file;
 
 }  // namespace
 

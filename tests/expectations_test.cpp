@@ -36,11 +36,7 @@ inline auto positive_amount() {
       fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; }));
 }
 
-template <class Row>
-std::vector<Row> sorted(std::vector<Row> v) {
-  flowtest::sort_rows(v);
-  return v;
-}
+using flowtest::sorted;
 
 /// Everything observable about a target and its flow.
 template <class Storage>

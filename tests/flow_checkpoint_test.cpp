@@ -11,6 +11,8 @@
 #include <flowlib/flows/replace_using.hpp>
 #include <flowlib/table.hpp>
 
+#include <support/checkpoint_blobs.hpp>
+#include <support/rows.hpp>
 #include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
@@ -36,23 +38,8 @@ struct Event {
 };
 FLOWLIB_SCHEMA(Event, k, seq, v);
 
-struct Item {
-  std::int64_t id;
-  std::string a;
-  std::string b;
-  friend bool operator==(const Item&, const Item&) = default;
-};
-FLOWLIB_SCHEMA(Item, id, a, b);
-
-struct ItemHistory {
-  std::int64_t id;
-  std::string a;
-  std::string b;
-  std::int64_t start_at;
-  std::optional<std::int64_t> end_at;
-  friend bool operator==(const ItemHistory&, const ItemHistory&) = default;
-};
-FLOWLIB_SCHEMA(ItemHistory, id, a, b, (start_at, "__START_AT"), (end_at, "__END_AT"));
+using Item = flowtest::Entry;
+using ItemHistory = flowtest::EntryHistory;
 
 using Using = fl::ReplaceUsing<fl::Key<&Event::k>, fl::Seq<&Event::seq>>;
 using Scd1 = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>>;
@@ -65,47 +52,8 @@ struct step {
   bool refresh = false;
 };
 
-// The blobs one flow wrote, and the restore input up to a commit.
-struct written {
-  struct commit {
-    std::optional<std::string> snapshot;
-    std::string delta;
-  };
-  std::vector<commit> commits;
-  // The records a restore reads after commit `k` (1-based): the last
-  // snapshot at or before it, then the deltas after that snapshot.
-  fl::checkpoint_blobs upto(std::size_t k) const {
-    fl::checkpoint_blobs b;
-    std::size_t from = 0;
-    for (std::size_t i = 0; i < k; ++i) {
-      if (commits[i].snapshot) {
-        b.snapshot = *commits[i].snapshot;
-        from = i + 1;
-      }
-    }
-    for (std::size_t i = from; i < k; ++i) b.deltas.push_back(commits[i].delta);
-    return b;
-  }
-};
-
-// Writes what the runtime writes after a commit: a delta, and every
-// `interval` commits a snapshot too (after the delta, or instead of it).
-template <class Flow>
-void write_commit(const Flow& f, written& w, std::size_t interval, bool snapshot_only) {
-  written::commit c;
-  const std::size_t n = w.commits.size() + 1;
-  const bool snap = n % interval == 0;
-  if (!(snap && snapshot_only)) {
-    fl::detail::byte_writer out{c.delta};
-    f.write_checkpoint(out, fl::checkpoint_scope::delta);
-  }
-  if (snap) {
-    c.snapshot.emplace();
-    fl::detail::byte_writer out{*c.snapshot};
-    f.write_checkpoint(out, fl::checkpoint_scope::snapshot);
-  }
-  w.commits.push_back(std::move(c));
-}
+using flowtest::write_commit;
+using flowtest::written;
 
 // A table holding `from`'s rows, as a restarted program reloads it.
 template <class Table>
@@ -270,20 +218,8 @@ TEST_CASE_TEMPLATE("R-CDC-8: AUTO CDC FROM SNAPSHOT (SCD1, SCD2) restored from i
 
 // --- The reset flag -----------------------------------------------------------
 
-template <class Flow>
-std::string delta_of(const Flow& f) {
-  std::string s;
-  fl::detail::byte_writer w{s};
-  f.write_checkpoint(w, fl::checkpoint_scope::delta);
-  return s;
-}
-template <class Flow>
-std::string snapshot_of(const Flow& f) {
-  std::string s;
-  fl::detail::byte_writer w{s};
-  f.write_checkpoint(w, fl::checkpoint_scope::snapshot);
-  return s;
-}
+using flowtest::delta_of;
+using flowtest::snapshot_of;
 
 TEST_CASE("R-EXACT-5: a delta says when a full refresh reset the flow, once") {
   // Byte 7 (after the tag, version and scope) holds the flags; bit 0 is the reset.

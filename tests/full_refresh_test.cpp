@@ -7,6 +7,7 @@
 #include <flowlib/flows/replace_using.hpp>
 #include <flowlib/table.hpp>
 
+#include <support/rows.hpp>
 #include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
@@ -30,27 +31,12 @@ struct Ev {
 };
 FLOWLIB_SCHEMA(Ev, k, v, seq);
 
-struct Item {
-  std::int64_t id = 0;
-  std::string a;
-  friend bool operator==(const Item&, const Item&) = default;
-  friend auto operator<=>(const Item&, const Item&) = default;
-};
-FLOWLIB_SCHEMA(Item, id, a);
-
-struct ItemHistory {
-  std::int64_t id = 0;
-  std::string a;
-  std::int64_t start_at = 0;
-  std::optional<std::int64_t> end_at;
-  friend bool operator==(const ItemHistory&, const ItemHistory&) = default;
-  friend auto operator<=>(const ItemHistory&, const ItemHistory&) = default;
-};
-FLOWLIB_SCHEMA(ItemHistory, id, a, (start_at, "__START_AT"), (end_at, "__END_AT"));
+using flowtest::Item;
+using flowtest::ItemHistory;
 
 using Replace = fl::ReplaceUsing<fl::Key<&Ev::k>, fl::Seq<&Ev::seq>>;
-using Snap1 = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd1>;
-using Snap2 = fl::AutoCdcFromSnapshot<fl::Key<&Item::id>, fl::Scd2<>>;
+using Snap1 = fl::AutoCdcFromSnapshot<fl::Key<&Item::k>, fl::Scd1>;
+using Snap2 = fl::AutoCdcFromSnapshot<fl::Key<&Item::k>, fl::Scd2<>>;
 
 template <class Storage>
 using EvTable = fl::StreamingTable<Ev, Storage>;

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <support/event_json.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -54,8 +56,8 @@ TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, par
   fl::StreamingTable<Order> current{"current \x01 テーブル"};
   fl::StreamingTable<fl::Quarantined<Order>> rejected{"rejected"};
   fl::MemoryCheckpoint ckpt;
-  std::vector<json> events;
-  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  flowtest::json_events captured;
+  auto& [type, events, log] = captured;
   fl::Pipeline p{"toko", ckpt};
   p.event_log(log);
   p.flow(flow)
@@ -119,8 +121,8 @@ TEST_CASE("Event log: a failed batch writes FAILED events with the error's code 
   fl::MemorySource<Order> feed{"orders"};
   fl::StreamingTable<Order> current{"current"};
   fl::MemoryCheckpoint ckpt;
-  std::vector<json> events;
-  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  flowtest::json_events captured;
+  auto& [type, events, log] = captured;
   fl::Pipeline p{"toko", ckpt};
   p.event_log(log);
   p.flow("orders")
@@ -144,8 +146,8 @@ TEST_CASE("Event log: update ids go on increasing across a restart over the same
   fl::MemorySource<Order> feed{"orders"};
   fl::StreamingTable<Order> current{"current"};
   fl::MemoryCheckpoint ckpt;
-  std::vector<json> events;
-  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  flowtest::json_events captured;
+  auto& [type, events, log] = captured;
   for (int restart = 0; restart < 3; ++restart) {
     fl::Pipeline p{"toko", ckpt};
     p.event_log(log);
@@ -189,8 +191,8 @@ TEST_CASE("Event log: a batch committed before the store reported an error is CO
   fl::MemorySource<Order> feed{"orders"};
   fl::StreamingTable<Order> all{"all"};
   fails_after_commit ckpt;
-  std::vector<json> events;
-  fl::EventLog log{[&](std::string_view line) { events.push_back(json::parse(line)); }};
+  flowtest::json_events captured;
+  auto& [type, events, log] = captured;
   feed.append(o(1, "a", 1, 1));
   feed.append(o(2, "b", 2, 1));
   feed.append(o(3, "c", 3, 1));

@@ -13,6 +13,8 @@
 #include <flowlib/source/memory.hpp>
 #include <flowlib/source/table.hpp>
 
+#include <support/rows.hpp>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -59,12 +61,7 @@ struct User2 {
 };
 FLOWLIB_SCHEMA(User2, id, name, amount, (start_at, "__START_AT"), (end_at, "__END_AT"));
 
-struct Item {
-  std::int64_t k = 0;
-  std::string v;
-  friend bool operator==(const Item&, const Item&) = default;
-};
-FLOWLIB_SCHEMA(Item, k, v);
+using flowtest::Item;
 
 struct IsDelete {
   bool operator()(const Ev& e) const { return e.op == "DELETE"; }

@@ -83,11 +83,7 @@ const std::vector<Event> seed_batch{{1, "iOS", "click", 2},
                                     {3, "iOS", "click", 1},
                                     {3, "desktop", "click", 2}};
 
-template <class Row>
-std::vector<Row> sorted(std::vector<Row> v) {
-  flowtest::sort_rows(v);
-  return v;
-}
+using flowtest::sorted;
 
 }  // namespace rut
 using namespace rut;

@@ -13,6 +13,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <support/event_json.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -776,11 +778,8 @@ TEST_CASE("R-WHERE-8: planning_information events carry the technique and the re
   for (int n = 0; n < 5; ++n) raw.append(Event{day(n), 1, n});
   fl::StreamingTable<Agg> agg{"agg"};
   fl::MemoryCheckpoint ck;
-  std::vector<nlohmann::json> events;
-  fl::EventLog log{[&](std::string_view line) {
-    auto j = nlohmann::json::parse(line);
-    if (j["event_type"] == "planning_information") events.push_back(std::move(j));
-  }};
+  flowtest::json_events plans{"planning_information"};
+  auto& [type, events, log] = plans;
   fl::Pipeline p{"p", ck};
   p.event_log(log);
   p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(1)});

@@ -7,6 +7,7 @@
 #include <flowlib/table.hpp>
 
 #include <support/failing_allocator.hpp>
+#include <support/rows.hpp>
 
 #include <doctest/doctest.h>
 
@@ -35,12 +36,7 @@ static_assert(fl::detail::row_log<Big>::chunk_rows == 16);
 
 Big big(std::uint64_t o) { return {o, "row " + std::to_string(o) + std::string(30, 'x'), {}}; }
 
-struct Event {
-  std::int64_t id = 0;
-  std::string bucket;
-  friend auto operator<=>(const Event&, const Event&) = default;
-};
-FLOWLIB_SCHEMA(Event, id, bucket);
+using flowtest::Event;
 
 // Runs f and returns the flowlib::error it throws (fails the test if none).
 template <class F>

@@ -57,6 +57,8 @@
 #include <flowlib/source/table.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
+#include <support/rows.hpp>
+
 #include <sqlite3.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -120,21 +122,8 @@ struct User2 {
 };
 FLOWLIB_SCHEMA(User2, id, name, amount, (start_at, "__START_AT"), (end_at, "__END_AT"));
 
-struct Item {
-  std::int64_t k = 0;
-  std::string v;
-  friend bool operator==(const Item&, const Item&) = default;
-};
-FLOWLIB_SCHEMA(Item, k, v);
-
-struct ItemHistory {
-  std::int64_t k = 0;
-  std::string v;
-  std::int64_t start_at = 0;
-  std::optional<std::int64_t> end_at;
-  friend bool operator==(const ItemHistory&, const ItemHistory&) = default;
-};
-FLOWLIB_SCHEMA(ItemHistory, k, v, (start_at, "__START_AT"), (end_at, "__END_AT"));
+using flowtest::Item;
+using flowtest::ItemHistory;
 
 struct IsDelete {
   bool operator()(const Ev& e) const { return e.op == "DELETE"; }

@@ -13,6 +13,8 @@
 #include <flowlib/source/table.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
+#include <support/temp_files.hpp>
+
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -99,24 +101,8 @@ using Dedup = fl::DedupWithinWatermark<fl::Key<&Ev::id, &Ev::seq>, fl::EventTime
 
 /// A database file of its own for one test; removed (with its WAL files)
 /// before and after.
-struct db_file {
-  std::string path;
-  explicit db_file(const std::string& name)
-      : path((std::filesystem::temp_directory_path() /
-              ("flowlib_sqlite_test_" + std::to_string(::getpid()) + "_" + name + ".db"))
-                 .string()) {
-    remove();
-  }
-  ~db_file() { remove(); }
-  void remove() const {
-    for (const char* ext : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + ext);
-  }
-  std::string bytes() const {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
-  }
+struct db_file : flowtest::temp_db {
+  explicit db_file(const std::string& name) : temp_db("flowlib_sqlite_test_" + name) {}
 };
 
 fl::SqliteOptions fast() {

@@ -11,6 +11,8 @@
 #include <flowlib/source/memory.hpp>
 #include <flowlib/stream.hpp>
 
+#include <support/temp_files.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -40,16 +42,9 @@ using Dedup = fl::DedupWithinWatermark<fl::Key<&Click::session, &Click::n>, fl::
 const ms_time t0{std::chrono::milliseconds(1'700'000'000'000)};
 Click c(std::string s, std::int64_t n, int sec) { return {std::move(s), n, t0 + std::chrono::seconds(sec)}; }
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("flowlib-stream-test-" + std::to_string(rd()) + std::to_string(rd()));
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+// A directory for a FileCheckpoint, which makes it.
+struct temp_dir : flowtest::temp_path {
+  temp_dir() : temp_path("flowlib_stream_test") {}
 };
 
 // Every file under `dir` with its bytes.

@@ -2,6 +2,7 @@
 // (R-TABLE-3) and the seed's CREATE TABLE ... FLOW examples.
 #include <flowlib/flowlib.hpp>
 
+#include <support/rows.hpp>
 #include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
@@ -17,12 +18,7 @@ namespace fl = flowlib;
 
 namespace tt {
 
-struct Event {
-  std::int64_t id = 0;
-  std::string bucket;
-  friend auto operator<=>(const Event&, const Event&) = default;
-};
-FLOWLIB_SCHEMA(Event, id, bucket);
+using flowtest::Event;
 
 // samples.tpch.orders, as a stream's rows.
 struct TpchOrder {

@@ -10,9 +10,11 @@
 //
 //   flowtest::final_state<Key, Seq>(all_rows)          // R-USING-4
 //
-// Rows are compared and sorted with flowlib::detail::canonical_less, the
-// order StreamingTable::sorted_rows() uses, so the two vectors compare with ==.
+// Rows are compared and sorted with flowtest::sort_rows (support/rows.hpp),
+// the order StreamingTable::sorted_rows() uses, so the two vectors compare with ==.
 #pragma once
+
+#include "rows.hpp"
 
 #include <flowlib/columns.hpp>
 #include <flowlib/stats.hpp>
@@ -27,12 +29,6 @@
 #include <vector>
 
 namespace flowtest {
-
-template <class Row>
-void sort_rows(std::vector<Row>& rows) {
-  std::sort(rows.begin(), rows.end(),
-            [](const Row& a, const Row& b) { return flowlib::detail::canonical_less(a, b); });
-}
 
 /// The model's answer when a batch holds a (kept) row with a null sequence.
 struct model_null_sequence : std::runtime_error {
