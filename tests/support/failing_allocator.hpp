@@ -1,6 +1,8 @@
-// Replaces the global allocation functions of the test program that
-// includes it (one translation unit per program): after arm(n), the n+1-th
-// allocation throws std::bad_alloc, until disarm().
+// Allocation that fails on demand: after arm(n), the n+1-th allocation
+// throws std::bad_alloc, until disarm(). A test program that uses it links
+// support/failing_allocator.cpp, which replaces the program's global
+// allocation functions (tests/CMakeLists.txt: FAILING_ALLOCATOR); disarmed,
+// they allocate with malloc.
 #pragma once
 
 #include <cstddef>
@@ -24,14 +26,3 @@ inline void* allocate(std::size_t n, std::size_t align) {
   return p;
 }
 }  // namespace failing_allocator
-
-void* operator new(std::size_t n) {
-  return failing_allocator::allocate(n, alignof(std::max_align_t));
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return failing_allocator::allocate(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }

@@ -25,7 +25,7 @@
 //
 // The list also holds flowlib::SqliteStorage: unattached to a database (no
 // pipeline opened it), it must behave exactly as the memory store, which
-// these suites check (tests/sqlite_test.cpp covers it attached).
+// these suites check (tests/storage/sqlite/ covers it attached).
 #pragma once
 
 #include <flowlib/error.hpp>
