@@ -3,9 +3,7 @@
 #include "shared/using.hpp"
 
 #ifdef FLOWLIB_CONTROL
-using Flow = ReplaceUsing<Key<&Row::id>, Seq<&Row::seq>>;
+int main() { return declare<ReplaceUsing<Key<&Row::id>, Seq<&Row::seq>>>(); }
 #else
-using Flow = ReplaceUsing<Key<&Row::tags>, Seq<&Row::seq>>;
+int main() { return declare<ReplaceUsing<Key<&Row::tags>, Seq<&Row::seq>>>(); }
 #endif
-
-int main() { [[maybe_unused]] Flow flow{"f"}; }

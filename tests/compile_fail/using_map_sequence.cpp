@@ -3,9 +3,7 @@
 #include "shared/using.hpp"
 
 #ifdef FLOWLIB_CONTROL
-using Flow = ReplaceUsing<Key<&Row::id>, Seq<&Row::version>>;
+int main() { return declare<ReplaceUsing<Key<&Row::id>, Seq<&Row::version>>>(); }
 #else
-using Flow = ReplaceUsing<Key<&Row::id>, Seq<&Row::versions>>;
+int main() { return declare<ReplaceUsing<Key<&Row::id>, Seq<&Row::versions>>>(); }
 #endif
-
-int main() { [[maybe_unused]] Flow flow{"f"}; }

@@ -4,13 +4,10 @@
 #include "shared/where.hpp"
 
 int main() {
-  fl::MemorySource<Event> raw{"raw"};
-  fl::StreamingTable<Event> t{"t"};
-  fl::MemoryCheckpoint ck;
-  fl::Pipeline p{"p", ck};
+  pipeline_rig<> r;
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(raw).query(all_events).into(t, last_three_days());
+  r.p.flow("f").from(r.raw).query(all_events).into(r.t, last_three_days());
 #else
-  p.flow("f").from(raw).query(all_events).expect(positive_amounts());
+  r.p.flow("f").from(r.raw).query(all_events).expect(positive_amounts());
 #endif
 }

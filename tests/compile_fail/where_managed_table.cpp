@@ -3,14 +3,13 @@
 // expect-error: MANAGED_TABLE_DOES_NOT_SUPPORT_CDC.*REPLACE WHERE
 #include "shared/where.hpp"
 
-int main() {
-  fl::MemorySource<Event> raw{"raw"};
 #ifdef FLOWLIB_CONTROL
-  fl::StreamingTable<Event> t{"t"};
+using Rig = pipeline_rig<fl::StreamingTable<Event>>;
 #else
-  fl::ManagedTable<Event> t{"t"};
+using Rig = pipeline_rig<fl::ManagedTable<Event>>;
 #endif
-  fl::MemoryCheckpoint ck;
-  fl::Pipeline p{"p", ck};
-  p.flow("f").from(raw).query(all_events).into(t, last_three_days());
+
+int main() {
+  Rig r;
+  r.p.flow("f").from(r.raw).query(all_events).into(r.t, last_three_days());
 }

@@ -34,3 +34,10 @@ struct Other {
 using flowlib::Key;
 using flowlib::ReplaceUsing;
 using flowlib::Seq;
+
+/// Declares a Flow: its instantiation checks the key and the sequence.
+template <class Flow>
+int declare() {
+  [[maybe_unused]] Flow flow{"f"};
+  return 0;
+}

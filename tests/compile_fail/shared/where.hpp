@@ -30,6 +30,15 @@ inline auto last_three_days() {
   return fl::ReplaceWhere{w::col("event_date") >= w::current_date() - w::days(3)};
 }
 
+/// A pipeline, its checkpoint, a source of events and a target table.
+template <class Table = fl::StreamingTable<Event>>
+struct pipeline_rig {
+  fl::MemorySource<Event> raw{"raw"};
+  Table t{"t"};
+  fl::MemoryCheckpoint ck;
+  fl::Pipeline p{"p", ck};
+};
+
 /// An expectation on the events (a REPLACE WHERE flow takes none).
 inline auto positive_amounts() {
   return fl::expectations(fl::expect("positive", [](const Event& e) { return e.amount > 0; }));
