@@ -26,11 +26,9 @@
 #include <utility>
 #include <vector>
 
-namespace checkpoint_flows {  // this file's names, apart from the other sources of its program
+namespace checkpoint_flows {
 
 namespace fl = flowlib;
-
-namespace ckpt {
 
 struct Event {
   std::int64_t k;
@@ -166,10 +164,6 @@ std::vector<step<snapshot_batch>> snapshot_steps(std::mt19937_64& rng) {
   }
   return steps;
 }
-
-}  // namespace ckpt
-
-using namespace ckpt;
 
 TEST_CASE_TEMPLATE("R-USING-2: a REPLACE USING flow restored from its blobs behaves as the one "
                    "that wrote them",

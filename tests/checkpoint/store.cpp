@@ -32,7 +32,7 @@
 
 #include <unistd.h>
 
-namespace checkpoint_store {  // this file's names, apart from the other sources of its program
+namespace checkpoint_store {
 
 namespace fd = flowlib::detail;
 namespace fs = std::filesystem;

@@ -18,11 +18,9 @@
 #include <utility>
 #include <vector>
 
-namespace core_full_refresh {  // this file's names, apart from the other sources of its program
+namespace core_full_refresh {
 
 namespace fl = flowlib;
-
-namespace refresh {
 
 struct Ev {
   std::int64_t k = 0;
@@ -45,10 +43,6 @@ using EvTable = fl::StreamingTable<Ev, Storage>;
 
 std::vector<Ev> before() { return {{1, "a", 1}, {2, "b", 1}}; }
 std::vector<Ev> after() { return {{1, "c", 2}, {3, "d", 1}}; }
-
-}  // namespace refresh
-
-using namespace refresh;
 
 TEST_CASE_TEMPLATE("R-EXACT-5: REPLACE USING after a full refresh gives the fresh flow's result",
                    Storage, FLOWTEST_STORAGE_POLICIES) {

@@ -14,11 +14,9 @@
 #include <string>
 #include <vector>
 
-namespace core_table {  // this file's names, apart from the other sources of its program
+namespace core_table {
 
 namespace fl = flowlib;
-
-namespace tt {
 
 using flowtest::Event;
 
@@ -57,10 +55,6 @@ struct KeyedRow {
 };
 FLOWLIB_SCHEMA(KeyedRow, k, seq);
 
-}  // namespace tt
-
-using tt::Event;
-
 // is_managed_table_v tells the table kinds apart: a compile-time property,
 // checked where this file compiles (nothing is left to check at run time).
 static_assert(fl::is_managed_table_v<fl::ManagedTable<Event>>);
@@ -91,15 +85,15 @@ TEST_CASE_TEMPLATE("R-TABLE-1: a managed table refuses every flow but append flo
 
 TEST_CASE("R-TABLE-1: a streaming table accepts any flow type, within each flow's limits") {
   int cdc = 0;
-  fl::StreamingTable<tt::KeyedRow> t{"t"};
+  fl::StreamingTable<KeyedRow> t{"t"};
   t.claim(&cdc, "AUTO CDC", "cdc", /*exclusive=*/false);  // a managed table would refuse this
   CHECK(t.writers().size() == 1);
 
   // REPLACE USING on a streaming table works, and then the table is its alone (R-USING-9).
-  fl::StreamingTable<tt::KeyedRow> u{"u"};
-  fl::ReplaceUsing<fl::Key<&tt::KeyedRow::k>, fl::Seq<&tt::KeyedRow::seq>> flow{"ru"};
-  flow.apply(u, std::vector<tt::KeyedRow>{{1, 1}, {1, 2}});
-  CHECK(u.sorted_rows() == std::vector<tt::KeyedRow>{{1, 2}});
+  fl::StreamingTable<KeyedRow> u{"u"};
+  fl::ReplaceUsing<fl::Key<&KeyedRow::k>, fl::Seq<&KeyedRow::seq>> flow{"ru"};
+  flow.apply(u, std::vector<KeyedRow>{{1, 1}, {1, 2}});
+  CHECK(u.sorted_rows() == std::vector<KeyedRow>{{1, 2}});
   CHECK_THROWS_AS(u.claim(&cdc, "AUTO CDC", "cdc", false), fl::error);
 }
 
@@ -177,9 +171,9 @@ TEST_CASE_TEMPLATE("R-TABLE-3: comment, properties, reset_allowed, partitioning,
   CHECK(events.partition_columns() == std::vector<std::string_view>{"bucket"});
   CHECK(events.cluster_columns().empty());
 
-  fl::StreamingTable<tt::OrderClustered, Storage> orders{
+  fl::StreamingTable<OrderClustered, Storage> orders{
       "orders_clustered",
-      fl::table_options<tt::OrderClustered>().cluster_by<"order_date", "customer_id">()};
+      fl::table_options<OrderClustered>().cluster_by<"order_date", "customer_id">()};
   CHECK(orders.cluster_columns() == std::vector<std::string_view>{"order_date", "customer_id"});
   CHECK(orders.partition_columns().empty());
   CHECK(orders.reset_allowed());
@@ -204,7 +198,6 @@ TEST_CASE_TEMPLATE("R-TABLE-3: the row filter restricts readers, not flows", Sto
 }
 
 TEST_CASE("R-TABLE-3: a REPLACE USING flow sees rows a row filter hides") {
-  using tt::KeyedRow;
   fl::StreamingTable<KeyedRow> t{
       "t", fl::table_options<KeyedRow>().row_filter([](const KeyedRow& r) { return r.k != 2; })};
   fl::ReplaceUsing<fl::Key<&KeyedRow::k>, fl::Seq<&KeyedRow::seq>> flow{"ru"};
@@ -235,7 +228,6 @@ TEST_CASE_TEMPLATE("R-EXACT-5 R-WHERE-6: full refresh empties a table unless res
 TEST_CASE("R-TABLE-3: the declared schema is the table's row type; a query maps onto it") {
   // CREATE TABLE orders_clustered CLUSTER BY (order_date, customer_id)
   // FLOW INSERT BY NAME SELECT o_orderkey AS order_id, ... FROM STREAM(samples.tpch.orders);
-  using namespace tt;
   fl::ManagedTable<OrderClustered> orders{
       "orders_clustered",
       fl::table_options<OrderClustered>().cluster_by<"order_date", "customer_id">()};

@@ -63,9 +63,7 @@ std::size_t g_allocations = 0;
 [[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
-namespace core_vocabulary {  // this file's names, apart from the other sources of its program
-
-namespace core {
+namespace core_vocabulary {
 
 enum class Tier : std::uint8_t { bronze = 1, gold = 3 };
 
@@ -114,10 +112,6 @@ struct Unordered {
   friend bool operator==(const Unordered&, const Unordered&) = default;
 };
 FLOWLIB_SCHEMA(Unordered, name, n);
-
-}  // namespace core
-
-using namespace core;
 
 // ---------------------------------------------------------------------------
 // Schema
@@ -261,7 +255,6 @@ TEST_CASE("Seq: value type, null components, lexicographic order, name()") {
   CHECK(*S3{}(o) < *S3{}(p));
 }
 
-namespace core {
 struct NoDescribe {
   using row_type = Bare;
   using value_type = int;
@@ -291,7 +284,6 @@ struct ModKey {
   int operator()(const Bare& b) const { return b.id % mod; }
   std::string describe(const Bare& b) const { return "id%" + std::to_string(mod) + "=" + std::to_string((*this)(b)); }
 };
-}  // namespace core
 
 TEST_CASE("key_extractor / sequence_extractor: what satisfies them; key_traits fills in the hooks") {
   static_assert(!fl::key_extractor<NoDescribe>);
@@ -316,14 +308,12 @@ TEST_CASE("key_extractor / sequence_extractor: what satisfies them; key_traits f
   CHECK_FALSE(T::equal(k, a, Bare{16, 0}));
 }
 
-namespace core {
 struct Line {
   Sku sku;
   std::int64_t seq;
   int qty;
   friend auto operator<=>(const Line&, const Line&) = default;
 };
-}  // namespace core
 
 TEST_CASE("A user key type with AbslHashValue works as a key column") {
   fl::StreamingTable<Line> t{"lines"};
@@ -406,13 +396,11 @@ TEST_CASE("StreamingTable::sorted_rows orders rows without operator< by their sc
 // The row_store contract, for every storage policy
 // ---------------------------------------------------------------------------
 
-namespace core {
 struct Payload {
   int id = 0;
   std::string text;
   friend auto operator<=>(const Payload&, const Payload&) = default;
 };
-}  // namespace core
 
 TEST_CASE_TEMPLATE("row_store contract: stable ids, id_bound, rows(), size(), clear()", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
@@ -524,7 +512,6 @@ TEST_CASE("DequeStorage is deliberately unlike MemoryStorage: ids are never reus
   CHECK(m.insert(Payload{3, "c"}) == ma);  // the memory store reuses freed ids
 }
 
-namespace core {
 // A payload whose construction from an int throws on demand.
 inline int builds_until_throw = -1;
 struct Built {
@@ -540,20 +527,18 @@ template <class Store>
 std::multiset<typename Store::row_type> contents(const Store& s) {
   return {s.rows().begin(), s.rows().end()};
 }
-}  // namespace core
 
 TEST_CASE("MemoryStorage: emplace_with builds in place; a throwing build leaves the store as it was") {
-  using core::Built;
   fl::detail::memory_row_store<Built> s;
   s.reserve(4);
   const fl::row_id a = s.emplace_with([] { return Built(0); });
   const fl::row_id b = s.emplace_with([] { return Built(1); });
   s.erase(a);  // a dead slot, reused next
-  const auto before = core::contents(s);
-  core::builds_until_throw = 0;
+  const auto before = contents(s);
+  builds_until_throw = 0;
   CHECK_THROWS_AS(s.emplace_with([] { return Built(2); }), std::runtime_error);
-  core::builds_until_throw = -1;
-  CHECK(core::contents(s) == before);
+  builds_until_throw = -1;
+  CHECK(contents(s) == before);
   CHECK(s.size() == 1);
   // The free list survived the failed build: the dead slot is reused.
   CHECK(s.emplace_with([] { return Built(3); }) == a);
@@ -561,7 +546,6 @@ TEST_CASE("MemoryStorage: emplace_with builds in place; a throwing build leaves 
   CHECK(s.size() == 2);
 }
 
-namespace core {
 // Counts the moves of rows (insert_made builds in the slot where it can).
 inline int moves = 0;
 struct Moved {
@@ -577,30 +561,29 @@ struct Moved {
   Moved& operator=(const Moved&) = delete;
   ~Moved() = default;
 };
-}  // namespace core
 
 TEST_CASE_TEMPLATE("detail::insert_made (SCD2's new versions): in the slot "
                    "where the store can (emplace_with), else moved in; a failing build changes "
                    "nothing",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  using Store = typename Storage::template store<core::Moved>;
-  constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return core::Moved(0); }); };
+  using Store = typename Storage::template store<Moved>;
+  constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return Moved(0); }); };
   // SqliteStorage's store is the memory store (its working set).
   CHECK(in_place == (std::is_same_v<Storage, fl::MemoryStorage> || std::is_same_v<Storage, fl::SqliteStorage>));
   Store s;
   s.reserve(2);
-  core::moves = 0;
+  moves = 0;
   const fl::row_id a = fl::detail::insert_made(s, [] {
-    core::Moved m(7);  // named: the one pass builds its row so
+    Moved m(7);  // named: the one pass builds its row so
     m.value += 1;
     return m;
   });
   CHECK(s.get(a).value == 8);
-  CHECK(core::moves == (in_place ? 0 : 1));
-  CHECK_THROWS_AS(fl::detail::insert_made(s, []() -> core::Moved { throw std::runtime_error("no"); }),
+  CHECK(moves == (in_place ? 0 : 1));
+  CHECK_THROWS_AS(fl::detail::insert_made(s, []() -> Moved { throw std::runtime_error("no"); }),
                   std::runtime_error);
   CHECK(s.size() == 1);
-  const fl::row_id b = fl::detail::insert_made(s, [] { return core::Moved(9); });
+  const fl::row_id b = fl::detail::insert_made(s, [] { return Moved(9); });
   CHECK(b != a);
   CHECK(s.get(b).value == 9);
   CHECK(s.get(a).value == 8);
@@ -641,14 +624,13 @@ TEST_CASE("MemoryStorage: reserve_fresh makes room as reserve does, across segme
 }
 
 TEST_CASE("MemoryStorage: emplace_each is all or nothing, over dead slots and the tail") {
-  using core::Built;
   fl::detail::memory_row_store<Built> s;
   s.reserve(10);
   std::vector<fl::row_id> ids;
   for (int i = 0; i < 10; ++i) ids.push_back(s.insert(Built(i)));
   s.erase(ids[2]);
   s.erase(ids[7]);
-  const auto before = core::contents(s);
+  const auto before = contents(s);
   const std::vector<int> batch{10, 11, 12, 13, 14, 15};
   const auto make = [](int i) { return Built(i); };
 
@@ -656,10 +638,10 @@ TEST_CASE("MemoryStorage: emplace_each is all or nothing, over dead slots and th
     CAPTURE(fail_at);
     s.reserve(batch.size());
     const std::size_t bound = s.id_bound();
-    core::builds_until_throw = fail_at;
+    builds_until_throw = fail_at;
     CHECK_THROWS_AS(s.emplace_each(batch, make), std::runtime_error);
-    core::builds_until_throw = -1;
-    CHECK(core::contents(s) == before);
+    builds_until_throw = -1;
+    CHECK(contents(s) == before);
     CHECK(s.size() == 8);
     CHECK(s.id_bound() == bound);
   }
@@ -674,7 +656,7 @@ TEST_CASE("MemoryStorage: emplace_each is all or nothing, over dead slots and th
   CHECK(s.get(ids[2]).text == std::string(40, 'l'));
   auto want = before;
   for (int i : batch) want.insert(Built(i));
-  CHECK(core::contents(s) == want);
+  CHECK(contents(s) == want);
 }
 
 TEST_CASE("MemoryStorage: emplace_each refuses a batch larger than its reservation") {
@@ -688,7 +670,7 @@ TEST_CASE("MemoryStorage: emplace_each refuses a batch larger than its reservati
 }
 
 TEST_CASE("MemoryStorage: growth is geometric and keeps rows, ids and the free list") {
-  fl::detail::memory_row_store<core::Payload> s;
+  fl::detail::memory_row_store<Payload> s;
   std::vector<fl::row_id> ids;
   std::size_t regrowths = 0;
   std::size_t cap = s.capacity();
@@ -699,7 +681,7 @@ TEST_CASE("MemoryStorage: growth is geometric and keeps rows, ids and the free l
       cap = s.capacity();
       ++regrowths;
     }
-    ids.push_back(s.insert(core::Payload{i, std::to_string(i)}));
+    ids.push_back(s.insert(Payload{i, std::to_string(i)}));
     if (i % 10 == 3) s.erase(ids[static_cast<std::size_t>(i - 1)]);  // dead slots move with the rows
   }
   CHECK(regrowths <= 11);
@@ -708,13 +690,13 @@ TEST_CASE("MemoryStorage: growth is geometric and keeps rows, ids and the free l
   const std::size_t bound = s.id_bound();
   const std::size_t dead = bound - s.size();
   s.reserve(dead);
-  for (std::size_t k = 0; k < dead; ++k) s.insert(core::Payload{-1, "reuse"});
+  for (std::size_t k = 0; k < dead; ++k) s.insert(Payload{-1, "reuse"});
   CHECK(s.id_bound() == bound);
   CHECK(s.size() == bound);
   // Moving the store moves its rows.
-  fl::detail::memory_row_store<core::Payload> t = std::move(s);
+  fl::detail::memory_row_store<Payload> t = std::move(s);
   CHECK(t.size() == bound);
-  CHECK(t.get(ids[0]) == core::Payload{0, "0"});
+  CHECK(t.get(ids[0]) == Payload{0, "0"});
 }
 
 TEST_CASE("MemoryStorage: rows smaller than a row id") {
@@ -731,15 +713,14 @@ TEST_CASE("MemoryStorage: rows smaller than a row id") {
 // fwd.hpp declares the public templates the headers define: compiling this
 // file at all checks that the declarations agree (fwd.hpp is included before
 // every header); these name the defaults they omit. Compile-time only.
-static_assert(std::is_same_v<fl::ManagedTable<core::Payload>,
-                             fl::ManagedTable<core::Payload, fl::MemoryStorage>>);
-static_assert(std::is_same_v<fl::StreamingTable<core::Payload>,
-                             fl::StreamingTable<core::Payload, fl::MemoryStorage>>);
+static_assert(std::is_same_v<fl::ManagedTable<Payload>,
+                             fl::ManagedTable<Payload, fl::MemoryStorage>>);
+static_assert(std::is_same_v<fl::StreamingTable<Payload>,
+                             fl::StreamingTable<Payload, fl::MemoryStorage>>);
 static_assert(std::is_class_v<fl::Append<fl::Once>>);
 static_assert(std::is_class_v<fl::Scd2<>> && std::is_class_v<fl::Scd1>);
 static_assert(std::is_class_v<fl::Catalog> && std::is_class_v<fl::DedupOptions>);
 
-namespace core {
 // R-USING-6: dates are key types (the seed keys tables by date).
 struct Dated {
   std::chrono::sys_days day;
@@ -748,17 +729,16 @@ struct Dated {
   std::int64_t seq = 0;
 };
 FLOWLIB_SCHEMA(Dated, day, booked, region, seq);
-}  // namespace core
 
 TEST_CASE("R-USING-6: std::chrono dates and time points are key types; the hash hooks agree") {
   using namespace std::chrono;
-  using Single = fl::Key<&core::Dated::day>;
-  using Composite = fl::Key<&core::Dated::booked, &core::Dated::region>;
+  using Single = fl::Key<&Dated::day>;
+  using Composite = fl::Key<&Dated::booked, &Dated::region>;
   static_assert(fl::key_extractor<Single> && fl::key_extractor<Composite>);
   static_assert(fl::detail::key_hashable<sys_seconds> && fl::detail::key_hashable<seconds> &&
                 fl::detail::key_hashable<year_month_day> &&
                 fl::detail::key_hashable<std::tuple<std::optional<year_month_day>, int>>);
-  static_assert(!fl::detail::key_hashable<std::tuple<int, core::Dated>>);
+  static_assert(!fl::detail::key_hashable<std::tuple<int, Dated>>);
   // Where absl hashes the type, the hash is absl's.
   CHECK(fl::detail::key_hash<std::int64_t>{}(42) == absl::Hash<std::int64_t>{}(42));
   CHECK(fl::detail::key_hash<std::string>{}("x") == absl::Hash<std::string>{}("x"));
@@ -768,7 +748,7 @@ TEST_CASE("R-USING-6: std::chrono dates and time points are key types; the hash 
   std::set<std::size_t> hashes;
   for (int d = 0; d < 100; ++d) {
     const sys_days day = sys_days{2026y / January / 1} + days{d};
-    const core::Dated row{day, d % 3 == 0 ? std::nullopt : std::optional(year_month_day{day}), d % 4, 1};
+    const Dated row{day, d % 3 == 0 ? std::nullopt : std::optional(year_month_day{day}), d % 4, 1};
     using ST = fl::detail::key_traits<Single>;
     using CT = fl::detail::key_traits<Composite>;
     // The row hook (no key built) equals the hash of the built key.

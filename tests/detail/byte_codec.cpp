@@ -12,7 +12,7 @@
 #include <string>
 #include <tuple>
 
-namespace detail_byte_codec {  // this file's names, apart from the other sources of its program
+namespace detail_byte_codec {
 
 namespace fd = flowlib::detail;
 

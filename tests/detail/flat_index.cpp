@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace detail_flat_index {  // this file's names, apart from the other sources of its program
+namespace detail_flat_index {
 
 using failing_allocator::arm;
 using failing_allocator::disarm;

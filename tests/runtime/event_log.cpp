@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-namespace runtime_event_log {  // this file's names, apart from the other sources of its program
+namespace runtime_event_log {
 
 namespace fl = flowlib;
 namespace fd = flowlib::detail;

@@ -17,11 +17,9 @@
 #include <string>
 #include <vector>
 
-namespace runtime_pipeline {  // this file's names, apart from the other sources of its program
+namespace runtime_pipeline {
 
 namespace fl = flowlib;
-
-namespace pipeline_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -45,10 +43,6 @@ Booking b(std::int64_t id, std::string status, std::int64_t amount, std::int64_t
 }
 
 std::vector<Booking> rows_of(const fl::StreamingTable<Booking>& t) { return t.sorted_rows(); }
-
-}  // namespace pipeline_test
-
-using namespace pipeline_test;
 
 TEST_CASE("Pipeline: an update reads everything available in micro-batches; a second update with no new data changes nothing (R-EXACT-2)") {
   fl::MemorySource<Booking> feed{"feed"};
@@ -357,8 +351,6 @@ TEST_CASE("Pipeline: multi-hop through TableSource runs writers before readers (
   CHECK(rows_of(gold) == std::vector<Booking>{b(1, "b", 1, 2), b(1, "c", 1, 3)});
 }
 
-namespace pipeline_test {
-
 struct Hist {
   std::int64_t id = 0;
   std::string status;
@@ -404,8 +396,6 @@ void dedup_then_failure(Into into) {
   };
   CHECK(run(true) == run(false));
 }
-
-}  // namespace pipeline_test
 
 TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of every flow type (R-EXACT-1, R-DEDUP-6)") {
   auto checks = [](auto pred) { return fl::expectations(fl::expect_or_fail("amount", pred)); };

@@ -19,12 +19,10 @@
 #include <string>
 #include <vector>
 
-namespace runtime_pipeline_events {  // this file's names, apart from the other sources of its program
+namespace runtime_pipeline_events {
 
 namespace fl = flowlib;
 using json = nlohmann::json;
-
-namespace pipeline_events_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -45,10 +43,6 @@ const ms_time t0{std::chrono::milliseconds(1'700'000'000'000)};
 Order o(std::int64_t id, std::string note, std::int64_t amount, std::int64_t seq) {
   return {id, std::move(note), amount, seq, t0 + std::chrono::seconds(seq)};
 }
-
-}  // namespace pipeline_events_test
-
-using namespace pipeline_events_test;
 
 TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, parsed by a JSON parser (R-EXPECT-2)") {
   // A flow name with a quote, a backslash, a tab, a newline, Japanese,
@@ -163,8 +157,6 @@ TEST_CASE("Event log: update ids go on increasing across a restart over the same
   CHECK(events[6]["update_id"] == 3);
 }
 
-namespace pipeline_events_test {
-
 /// A MemoryCheckpoint whose write() stores a commit record and then throws
 /// checkpoint_io, once (FileCheckpoint's case of a failed directory fsync
 /// after the rename).
@@ -186,8 +178,6 @@ class fails_after_commit final : public fl::checkpoint_store {
   fl::MemoryCheckpoint inner;
   bool armed = true;
 };
-
-}  // namespace pipeline_events_test
 
 TEST_CASE("Event log: a batch committed before the store reported an error is COMPLETED, with the error (R-EXACT-1)") {
   fl::MemorySource<Order> feed{"orders"};

@@ -26,11 +26,9 @@
 #include <string>
 #include <vector>
 
-namespace runtime_pipeline_faults {  // this file's names, apart from the other sources of its program
+namespace runtime_pipeline_faults {
 
 namespace fl = flowlib;
-
-namespace pipeline_fault_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -239,10 +237,6 @@ void check_same(const T& a, const T& b, const char* what) {
   INFO(what);
   CHECK(a.sorted_rows() == b.sorted_rows());
 }
-
-}  // namespace pipeline_fault_test
-
-using namespace pipeline_fault_test;
 
 TEST_CASE("R-EXACT-1: a fault at any step of a micro-batch loses nothing and applies nothing twice") {
   std::size_t total_faults = 0;

@@ -22,12 +22,10 @@
 #include <string>
 #include <vector>
 
-namespace runtime_stream {  // this file's names, apart from the other sources of its program
+namespace runtime_stream {
 
 namespace fl = flowlib;
 namespace fs = std::filesystem;
-
-namespace stream_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -73,10 +71,6 @@ struct exported {
     return v;
   }
 };
-
-}  // namespace stream_test
-
-using namespace stream_test;
 
 TEST_CASE("Stream: a FileCheckpoint restart resumes after the last commit with the dedup state (R-EXACT-1, R-DEDUP-6)") {
   temp_dir dir;
@@ -199,8 +193,6 @@ TEST_CASE("IMPORT CHECKPOINT: a stream the checkpoint does not hold is a clear e
   CHECK(ckpt.record_count() == 0);
 }
 
-namespace stream_test {
-
 // A pipeline over a file checkpoint whose only table-free flow is a
 // foreach-batch sink, run a few batches; returns the checkpoint's files.
 void run_export(const fs::path& dir, fl::MemorySource<Click>& feed, exported& out) {
@@ -219,8 +211,6 @@ std::string open_error(const fs::path& dir, fl::MemorySource<Click>& feed) {
   }
   return "no error";
 }
-
-}  // namespace stream_test
 
 TEST_CASE("A corrupt, truncated or unknown-version checkpoint fails to open with a clear error and is never overwritten (R-EXACT-1)") {
   fl::MemorySource<Click> feed{"clicks"};

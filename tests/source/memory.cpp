@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-namespace source_memory {  // this file's names, apart from the other sources of its program
+namespace source_memory {
 
 namespace fl = flowlib;
 

@@ -20,11 +20,9 @@
 #include <utility>
 #include <vector>
 
-namespace storage_journal {  // this file's names, apart from the other sources of its program
+namespace storage_journal {
 
 namespace fl = flowlib;
-
-namespace jt {
 
 // A row with a heap-owning member (long strings leave the small buffer), so
 // that leaks and double destructions show under ASan.
@@ -270,10 +268,6 @@ void fill(store& a, store& b, model& m, std::mt19937_64& rng) {
   const std::size_t n = rng() % 150;
   for (std::size_t i = 0; i < n; ++i) d.step({&a, &b});
 }
-
-}  // namespace jt
-
-using namespace jt;
 
 TEST_CASE("journal: rollback restores rows, size, id_bound and the ids of later inserts") {
   for (std::uint64_t seed = 1; seed <= 300; ++seed) {

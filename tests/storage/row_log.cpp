@@ -19,11 +19,9 @@
 #include <utility>
 #include <vector>
 
-namespace storage_row_log {  // this file's names, apart from the other sources of its program
+namespace storage_row_log {
 
 namespace fl = flowlib;
-
-namespace rl {
 
 // Large rows make small chunks (16 rows), so that random sequences cross
 // chunk boundaries often; the string is on the heap (ASan sees leaks and
@@ -51,10 +49,6 @@ std::optional<fl::error> thrown_by(F&& f) {
   FAIL("no flowlib::error was thrown");
   return std::nullopt;
 }
-
-}  // namespace rl
-
-using namespace rl;
 
 TEST_CASE("row_log: appends get increasing offsets; reads return ranges in order") {
   fl::detail::row_log<Big> log("t");

@@ -20,13 +20,11 @@
 #include <thread>
 #include <vector>
 
-namespace where_predicates {  // this file's names, apart from the other sources of its program
+namespace where_predicates {
 
 namespace fl = flowlib;
 namespace w = flowlib::where;
 using namespace std::chrono_literals;
-
-namespace where_test {
 
 struct All {
   std::int64_t i64 = 0;
@@ -58,11 +56,6 @@ struct Ev {
   friend bool operator==(const Ev&, const Ev&) = default;
 };
 FLOWLIB_SCHEMA(Ev, event_date, region, qty);
-
-}  // namespace where_test
-
-using where_test::All;
-using where_test::Ev;
 
 namespace {
 

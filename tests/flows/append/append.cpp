@@ -21,11 +21,9 @@
 #include <type_traits>
 #include <vector>
 
-namespace flows_append_append {  // this file's names, apart from the other sources of its program
+namespace flows_append_append {
 
 namespace fl = flowlib;
-
-namespace at {
 
 // The table's declared schema.
 struct Event {
@@ -113,12 +111,6 @@ struct KeyedRow {
   friend auto operator<=>(const KeyedRow&, const KeyedRow&) = default;
 };
 
-}  // namespace at
-
-using at::AppEvent;
-using at::Event;
-using at::WebEvent;
-
 TEST_CASE_TEMPLATE("R-TABLE-2: an append flow inserts every row of each batch", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<Event, Storage> t{"events"};
@@ -183,7 +175,6 @@ inline constexpr bool append_takes_direct_path =
 
 TEST_CASE_TEMPLATE("R-TABLE-2: direct path and staged path agree", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
-  using at::Plain;
   using Table = fl::StreamingTable<Plain, Storage>;
   Table direct{"direct"};
   Table staged{"staged"};
@@ -305,15 +296,14 @@ TEST_CASE_TEMPLATE("R-TABLE-2: ONCE runs a single time, and again after a full r
 }
 
 TEST_CASE("R-TABLE-2: a failed ONCE run does not count as its run") {
-  using at::ValidEvent;
   fl::ManagedTable<ValidEvent> t{
       "t", fl::table_options<ValidEvent>().expect(fl::expect_or_fail(
                "positive_id", [](const ValidEvent& e) { return e.id > 0; }))};
   fl::AppendOnce<> once{"once"};
-  CHECK_THROWS_AS(once.apply(t, std::vector<at::IdOnly>{{1}, {-1}}), fl::error);
+  CHECK_THROWS_AS(once.apply(t, std::vector<IdOnly>{{1}, {-1}}), fl::error);
   CHECK_FALSE(once.done());
   CHECK(t.size() == 0);
-  CHECK(once.apply(t, std::vector<at::IdOnly>{{1}, {2}}).applied_rows == 2);
+  CHECK(once.apply(t, std::vector<IdOnly>{{1}, {2}}).applied_rows == 2);
   CHECK(once.done());
 }
 
@@ -345,7 +335,7 @@ TEST_CASE("R-TABLE-2 R-WHERE-6: a refused full refresh leaves data and ONCE mark
 }
 
 TEST_CASE("R-TABLE-1: append flows write streaming and managed tables, not exclusive targets") {
-  using Row = at::KeyedRow;
+  using Row = KeyedRow;
   fl::StreamingTable<Row> st{"st"};
   fl::ReplaceUsing<fl::Key<&Row::k>, fl::Seq<&Row::seq>> ru{"ru"};
   ru.apply(st, std::vector<Row>{{1, 1}});
@@ -390,8 +380,6 @@ TEST_CASE("a flow writes one table; a moved flow keeps its claim") {
 TEST_CASE_TEMPLATE("R-EXPECT-1 R-TABLE-3: the seed's drop expectation (CONSTRAINT positive_id "
                    "EXPECT (id > 0) ON VIOLATION DROP ROW)",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  using at::IdOnly;
-  using at::ValidEvent;
   // CREATE TABLE valid_events (CONSTRAINT positive_id EXPECT (id > 0) ON VIOLATION DROP ROW)
   // FLOW INSERT BY NAME SELECT id FROM STREAM read_files(...);
   fl::ManagedTable<ValidEvent, Storage> valid_events{
@@ -444,14 +432,13 @@ TEST_CASE_TEMPLATE("R-EXPECT-1 R-EXPECT-2: warn keeps rows, fail writes nothing"
 }
 
 TEST_CASE("R-EXPECT-1: flow expectations on the source row run before the table's") {
-  using at::ValidEvent;
   fl::ManagedTable<ValidEvent> t{
       "t", fl::table_options<ValidEvent>().expect(
                fl::expect_or_drop("positive_id", [](const ValidEvent& e) { return e.id > 0; }))};
   fl::Append<> f{"f"};
   const auto s = f.apply(
-      t, std::vector<at::IdOnly>{{1}, {-1}, {100}, {7}},
-      fl::expectations(fl::expect_or_drop("small", [](const at::IdOnly& r) { return r.id < 50; })));
+      t, std::vector<IdOnly>{{1}, {-1}, {100}, {7}},
+      fl::expectations(fl::expect_or_drop("small", [](const IdOnly& r) { return r.id < 50; })));
   CHECK(s.input_rows == 4);
   CHECK(s.dropped_rows == 2);
   REQUIRE(s.expectations.size() == 2);
@@ -465,15 +452,14 @@ TEST_CASE("R-EXPECT-1: flow expectations on the source row run before the table'
 
 TEST_CASE_TEMPLATE("a throwing copy leaves the table as it was", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
-  using at::Fragile;
   fl::StreamingTable<Fragile, Storage> t{"t"};
   fl::Append<> f{"f"};
   std::vector<Fragile> b;
   for (int i = 0; i < 5; ++i) b.emplace_back(i);
   f.apply(t, b);
-  at::copies_until_throw = 3;
+  copies_until_throw = 3;
   CHECK_THROWS_AS(f.apply(t, b), std::runtime_error);
-  at::copies_until_throw = -1;
+  copies_until_throw = -1;
   CHECK(t.size() == 5);
   CHECK(t.sorted_rows() == b);
   f.apply(t, b);
@@ -482,7 +468,6 @@ TEST_CASE_TEMPLATE("a throwing copy leaves the table as it was", Storage,
 
 TEST_CASE_TEMPLATE("a throw mid-batch on every path leaves the table as it was",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  using at::Fragile;
   fl::StreamingTable<Fragile, Storage> t{"t"};
   fl::Append<> f{"f"};
   std::vector<Fragile> b;
@@ -491,15 +476,15 @@ TEST_CASE_TEMPLATE("a throw mid-batch on every path leaves the table as it was",
   const auto before = t.sorted_all_rows();
   // Sized, not contiguous: the direct path with undo.
   const std::list<Fragile> l(b.begin(), b.end());
-  at::copies_until_throw = 4;
+  copies_until_throw = 4;
   CHECK_THROWS_AS(f.apply(t, l), std::runtime_error);
-  at::copies_until_throw = -1;
+  copies_until_throw = -1;
   CHECK(t.sorted_all_rows() == before);
   // Not sized (a filter view): the staged path.
-  at::copies_until_throw = 2;
+  copies_until_throw = 2;
   CHECK_THROWS_AS(f.apply(t, b | std::views::filter([](const Fragile&) { return true; })),
                   std::runtime_error);
-  at::copies_until_throw = -1;
+  copies_until_throw = -1;
   CHECK(t.sorted_all_rows() == before);
   // A view whose own code throws while it is iterated.
   int calls = 0;
@@ -530,8 +515,6 @@ TEST_CASE("R-TABLE-2: the table's schema grows; older flows write null into new 
 }
 
 TEST_CASE("by-name mapping: make and assign, dropped and skipped columns") {
-  using at::Change;
-  using at::User;
   using M = fl::detail::by_name_map<Change, User, fl::detail::name_list<"operation", "seq">,
                                     fl::detail::name_list<"start_at">>;
   static_assert(!M::identity && M::ok);

@@ -26,11 +26,9 @@
 #include <type_traits>
 #include <vector>
 
-namespace flows_auto_cdc_reference {  // this file's names, apart from the other sources of its program
+namespace flows_auto_cdc_reference {
 
 namespace fl = flowlib;
-
-namespace users {
 
 using ostr = std::optional<std::string>;
 
@@ -110,10 +108,6 @@ const std::vector<UserHistory> scd2_no_city_expected{
     {125, "Mercedes", "Guadalajara", 2, std::nullopt},
     {126, "Lily", "Cancun", 2, std::nullopt},
 };
-
-}  // namespace users
-
-using namespace users;
 
 TEST_CASE_TEMPLATE("R-CDC-2: reference vector, SCD type 1", Storage, FLOWTEST_STORAGE_POLICIES) {
   fl::StreamingTable<User, Storage> target{"users"};
@@ -778,7 +772,6 @@ TEST_CASE_TEMPLATE("an input range of rvalues is moved from; a container is not"
   CHECK(changes[0].name == std::optional<std::string>(""));
 }
 
-namespace users {
 // A delete predicate that throws on one user: a user exception mid-batch.
 struct ThrowingDelete {
   std::int64_t poison = -1;
@@ -787,7 +780,6 @@ struct ThrowingDelete {
     return c.operation == "DELETE";
   }
 };
-}  // namespace users
 
 TEST_CASE_TEMPLATE(
     "a user exception mid-batch propagates and changes nothing (SCD1, SCD2)", Storage,
@@ -1635,7 +1627,6 @@ TEST_CASE_TEMPLATE("R-CDC-9 R-CDC-8: a null key matches a null key in AUTO CDC F
 
 // --- a sequence column in an SCD2 target ----------------------------------------------
 
-namespace users {
 struct SeqHistory {
   std::int64_t userId;
   ostr name;
@@ -1647,7 +1638,6 @@ struct SeqHistory {
 };
 FLOWLIB_SCHEMA(SeqHistory, userId, name, city, sequenceNum, (start_at, "__START_AT"),
                (end_at, "__END_AT"));
-}  // namespace users
 
 TEST_CASE_TEMPLATE(
     "R-CDC-4 R-CDC-5: a std::optional sequence column; selected into an SCD2 target it is "

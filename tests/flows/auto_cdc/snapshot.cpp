@@ -18,11 +18,9 @@
 #include <utility>
 #include <vector>
 
-namespace flows_auto_cdc_snapshot {  // this file's names, apart from the other sources of its program
+namespace flows_auto_cdc_snapshot {
 
 namespace fl = flowlib;
-
-namespace snap {
 
 using Item = flowtest::Entry;
 using ItemHistory = flowtest::EntryHistory;
@@ -43,10 +41,6 @@ Source reference_source() {
   return Source{{{{{1, "a1", "b1"}, {2, "a2", "b2"}, {4, "a4", "b4"}}, 1},
                  {{{2, "a2_new", "b2"}, {3, "a3", "b3"}, {4, "a4", "b4_new"}}, 2}}};
 }
-
-}  // namespace snap
-
-using namespace snap;
 
 TEST_CASE_TEMPLATE("R-CDC-8: reference vector, SCD2 tracking history on column a", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
@@ -130,7 +124,6 @@ TEST_CASE_TEMPLATE("R-CDC-8: a deleted key that comes back opens a new SCD2 vers
         std::vector<ItemHistory>{{1, "a", "b", 10, 20}, {1, "a", "b", 30, std::nullopt}});
 }
 
-namespace snap {
 struct Wide {
   std::int64_t id;
   std::string a;
@@ -147,7 +140,6 @@ struct WideHistory {
   friend bool operator==(const WideHistory&, const WideHistory&) = default;
 };
 FLOWLIB_SCHEMA(WideHistory, id, a, b, (start_at, "__START_AT"), (end_at, "__END_AT"));
-}  // namespace snap
 
 TEST_CASE_TEMPLATE("R-CDC-8: except_column_list and a string version", Storage,
                    FLOWTEST_STORAGE_POLICIES) {

@@ -15,11 +15,10 @@
 #include <tuple>
 #include <vector>
 
-namespace flows_replace_using_expectations {  // this file's names, apart from the other sources of its program
+namespace flows_replace_using_expectations {
 
 namespace fl = flowlib;
 
-namespace exp_test {
 struct Booking {
   std::int64_t booking_id;
   std::string status;
@@ -53,9 +52,6 @@ template <class Storage>
 void fill(Table<Storage>& t, Flow& f) {
   f.apply(t, std::vector<Booking>{{1, "a", 100, 5}, {1, "b", 200, 5}, {2, "c", 300, 5}});
 }
-}  // namespace exp_test
-
-using namespace exp_test;
 
 TEST_CASE_TEMPLATE("R-USING-8 (a): a dropped row replaces, deletes and modifies nothing", Storage,
                    FLOWTEST_STORAGE_POLICIES) {

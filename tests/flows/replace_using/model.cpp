@@ -33,11 +33,9 @@
 #include <type_traits>
 #include <vector>
 
-namespace flows_replace_using_model {  // this file's names, apart from the other sources of its program
+namespace flows_replace_using_model {
 
 namespace fl = flowlib;
-
-namespace model {
 
 struct Row {
   int a = 0;
@@ -360,10 +358,6 @@ constexpr int cardinalities[] = {1, 3, 20, 200};
 /// test-only one (the semantic suites already run on both).
 template <class Storage>
 constexpr int cases_per_combo = std::is_same_v<Storage, fl::MemoryStorage> ? 100 : 10;
-
-}  // namespace model
-
-using namespace model;
 
 TEST_CASE_TEMPLATE("R-USING-4 R-USING-1 R-USING-2 R-USING-3: generated inputs, any split, any order, "
                    "replays, against the reference model",

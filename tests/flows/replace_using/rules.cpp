@@ -28,11 +28,10 @@
 #include <utility>
 #include <vector>
 
-namespace flows_replace_using_rules {  // this file's names, apart from the other sources of its program
+namespace flows_replace_using_rules {
 
 namespace fl = flowlib;
 
-namespace seed {
 struct Event {
   std::int64_t region_id;
   std::string device_type;
@@ -41,10 +40,8 @@ struct Event {
   friend bool operator==(const Event&, const Event&) = default;
 };
 FLOWLIB_SCHEMA(Event, region_id, device_type, event_type, seq);
-}  // namespace seed
 
 TEST_CASE("R-USING-1 R-USING-2 R-USING-3: the seed example") {
-  using seed::Event;
   fl::StreamingTable<Event> events{"events"};
   fl::ReplaceUsing<fl::Key<&Event::region_id>, fl::Seq<&Event::seq>> flow{"events_flow"};
   flow.apply(events, std::vector<Event>{{1, "iOS", "click", 1},
@@ -69,7 +66,6 @@ TEST_CASE("R-USING-1 R-USING-2 R-USING-3: the seed example") {
 
 namespace rut {
 
-using seed::Event;
 using EventFlow = fl::ReplaceUsing<fl::Key<&Event::region_id>, fl::Seq<&Event::seq>>;
 
 template <class Storage>

@@ -27,12 +27,10 @@
 #include <utility>
 #include <vector>
 
-namespace flows_replace_where_replace_where {  // this file's names, apart from the other sources of its program
+namespace flows_replace_where_replace_where {
 
 namespace fl = flowlib;
 namespace w = flowlib::where;
-
-namespace rw_test {
 
 using Day = std::chrono::sys_days;
 /// Day n of the tests' calendar (day 0 is 2026-01-01).
@@ -147,10 +145,6 @@ auto rows_of(const Table& t, Day d) {
     if (r.event_date == d) out.push_back(r);
   return out;
 }
-
-}  // namespace rw_test
-
-using namespace rw_test;
 
 // --- Scenario 1 -----------------------------------------------------------------------------
 
@@ -558,8 +552,6 @@ TEST_CASE("R-WHERE-7: a restarted pipeline goes on incrementally from its checkp
 
 // --- R-WHERE-10: the flow's recorded definition -----------------------------------------------
 
-namespace rw_test {
-
 /// One update of a new pipeline over `ck` (as a restarted program runs it):
 /// the flow "agg" with `predicate`, `query` and its `version`, at noon of
 /// day n. Returns the planning event's technique and reason.
@@ -586,8 +578,6 @@ std::pair<std::string, std::string> update_restarted(fl::MemoryCheckpoint& ck, f
   }
   return plan;
 }
-
-}  // namespace rw_test
 
 TEST_CASE("R-WHERE-10: a new query version recomputes the whole window, once") {
   fl::MemorySource<Event> raw{"events"};
@@ -821,8 +811,6 @@ TEST_CASE("R-WHERE-7: a corrupt checkpoint blob is refused, the flow unchanged")
 
 // --- Randomised equivalence -------------------------------------------------------------------
 
-namespace rw_test {
-
 struct random_world {
   fl::MemorySource<Event> fact{"fact"};
   fl::MemorySource<User> users{"users"};
@@ -844,8 +832,6 @@ struct random_side {
         table, fl::ReplaceWhere{"f", pred, fl::ReplaceWhereOptions{.incremental = incremental}});
   }
 };
-
-}  // namespace rw_test
 
 TEST_CASE("R-WHERE-7: incremental updates give the target a complete recompute gives (random histories)") {
   std::uint64_t incremental_updates = 0, updates = 0;

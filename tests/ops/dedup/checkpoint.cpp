@@ -19,11 +19,9 @@
 #include <utility>
 #include <vector>
 
-namespace ops_dedup_checkpoint {  // this file's names, apart from the other sources of its program
+namespace ops_dedup_checkpoint {
 
 namespace fl = flowlib;
-
-namespace dckpt {
 
 struct Click {
   std::int64_t id;
@@ -115,10 +113,6 @@ void check_equivalence(std::uint64_t seed, std::size_t inputs, fl::watermark_pol
 
 using flowtest::delta_of;
 using flowtest::snapshot_of;
-
-}  // namespace dckpt
-
-using namespace dckpt;
 
 TEST_CASE("R-DEDUP-6: an operator restored from its deltas and snapshots behaves as the one that "
           "wrote them (one input)") {

@@ -16,11 +16,9 @@
 #include <utility>
 #include <vector>
 
-namespace ops_dedup_random {  // this file's names, apart from the other sources of its program
+namespace ops_dedup_random {
 
 namespace fl = flowlib;
-
-namespace dedup_random {
 
 struct Row {
   std::int32_t a;
@@ -99,13 +97,6 @@ struct Plain {
 };
 FLOWLIB_SCHEMA(Plain, id, ts);
 
-}  // namespace dedup_random
-
-using dedup_random::Dedup;
-using dedup_random::Identity;
-using dedup_random::Model;
-using dedup_random::Row;
-
 #if defined(__SANITIZE_ADDRESS__)
 constexpr std::uint64_t random_seeds = 150;  // sanitizer builds are ~20x slower
 #else
@@ -180,7 +171,6 @@ TEST_CASE("R-DEDUP-4: state stays bounded by the identities within the delay ove
 #else
   constexpr std::int64_t total_rows = 5'000'000;
 #endif
-  using dedup_random::Plain;
   constexpr std::int64_t delay = 1000;
   constexpr std::int64_t batch_rows = 10'000;
   fl::DedupWithinWatermark<fl::Key<&Plain::id>, fl::EventTime<&Plain::ts>> d{delay};

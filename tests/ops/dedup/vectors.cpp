@@ -24,11 +24,9 @@
 #include <utility>
 #include <vector>
 
-namespace ops_dedup_vectors {  // this file's names, apart from the other sources of its program
+namespace ops_dedup_vectors {
 
 namespace fl = flowlib;
-
-namespace dedup_test {
 
 struct Click {
   std::string session_id;
@@ -57,13 +55,6 @@ struct Event {
   friend bool operator==(const Event&, const Event&) = default;
 };
 FLOWLIB_SCHEMA(Event, id, source, ts);
-
-}  // namespace dedup_test
-
-using dedup_test::Click;
-using dedup_test::Event;
-using dedup_test::Millis;
-using dedup_test::TimedClick;
 
 using ClickDedup = fl::DedupWithinWatermark<fl::Key<&Click::session_id, &Click::click_seq_num>,
                                             fl::EventTime<&Click::click_ts>>;
@@ -250,15 +241,12 @@ TEST_CASE("R-DEDUP-1 R-DEDUP-2: event times near the limits saturate instead of 
   CHECK(d.watermark() == hi - 105);
 }
 
-namespace dedup_test {
 struct Reading16 {
   std::uint16_t sensor;
   std::uint32_t tick;  // an unsigned event time
 };
-}  // namespace dedup_test
 
 TEST_CASE("R-DEDUP-2: unsigned event times saturate at zero") {
-  using dedup_test::Reading16;
   fl::DedupWithinWatermark<fl::Key<&Reading16::sensor>, fl::EventTime<&Reading16::tick>> d{100u};
   d.process(std::vector<Reading16>{{1, 5}, {2, 7}});
   CHECK(d.watermark() == 0u);  // 7 - 100 saturates at 0
@@ -391,7 +379,6 @@ TEST_CASE("R-DEDUP-5: several inputs with the max policy") {
   CHECK(d.input_watermark(0) == 131);
 }
 
-namespace dedup_test {
 struct Reading {
   std::int64_t sensor;
   std::int64_t seq;
@@ -418,10 +405,8 @@ struct Fragile {
   Fragile& operator=(Fragile&&) noexcept = default;
   friend bool operator==(const Fragile&, const Fragile&) = default;
 };
-}  // namespace dedup_test
 
 TEST_CASE("processing a batch is all-or-nothing") {
-  using dedup_test::Fragile;
   fl::DedupWithinWatermark<fl::Key<&Fragile::id>, fl::EventTime<&Fragile::ts>> d{10};
   std::vector<Fragile> first;
   for (std::int64_t i = 0; i < 200; ++i) first.emplace_back(i, 100 + i);
@@ -455,7 +440,6 @@ TEST_CASE("processing a batch is all-or-nothing") {
   CHECK(d.state_size() == 1);  // only 5000 (expires 1010) outlives watermark 990
 }
 
-namespace dedup_test {
 // A key policy written by hand (no hash or equal hooks), which throws for
 // one identity, as user code may.
 struct PickyKey {
@@ -468,10 +452,9 @@ struct PickyKey {
   std::string describe(const Event& e) const { return "id=" + std::to_string(e.id); }
   friend bool operator==(const PickyKey&, const PickyKey&) = default;
 };
-}  // namespace dedup_test
 
 TEST_CASE("a throwing key policy leaves the state as it was") {
-  fl::DedupWithinWatermark<dedup_test::PickyKey, fl::EventTime<&Event::ts>> d{std::int32_t{5}};
+  fl::DedupWithinWatermark<PickyKey, fl::EventTime<&Event::ts>> d{std::int32_t{5}};
   d.process(std::vector<Event>{{1, {}, 10}, {2, {}, 11}});
   const std::string before = d.save_state();
   std::vector<Event> batch;
@@ -504,7 +487,6 @@ TEST_CASE("R-DEDUP-3: rows of rvalue ranges are moved, lvalue batches are copied
 }
 
 TEST_CASE("R-DEDUP-3: dedup composes before a flow (dedup, then REPLACE USING)") {
-  using dedup_test::Reading;
   fl::DedupWithinWatermark<fl::Key<&Reading::sensor, &Reading::seq>, fl::EventTime<&Reading::ts>> dedup{
       60};
   fl::StreamingTable<Reading> table{"readings"};

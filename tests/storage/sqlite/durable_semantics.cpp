@@ -28,7 +28,6 @@
 #include <support/rows.hpp>
 #include <support/temp_files.hpp>
 
-
 #include <algorithm>
 #include <chrono>
 #include <compare>
@@ -43,11 +42,9 @@
 #include <utility>
 #include <vector>
 
-namespace storage_sqlite_durable_semantics {  // this file's names, apart from the other sources of its program
+namespace storage_sqlite_durable_semantics {
 
 namespace fl = flowlib;
-
-namespace durable_semantics {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -247,17 +244,13 @@ struct dedup_tables {
   fl::StreamingTable<Rec, S> events{"events"};
 };
 
-}  // namespace durable_semantics
-
-using namespace durable_semantics;
-
 }  // namespace storage_sqlite_durable_semantics
 
 // doctest's names for the configurations (specialisations in doctest's namespace).
 TYPE_TO_STRING_AS("durable_semantics::MemoryConfig",
-                  storage_sqlite_durable_semantics::durable_semantics::MemoryConfig);
+                  storage_sqlite_durable_semantics::MemoryConfig);
 TYPE_TO_STRING_AS("durable_semantics::SqliteConfig",
-                  storage_sqlite_durable_semantics::durable_semantics::SqliteConfig);
+                  storage_sqlite_durable_semantics::SqliteConfig);
 
 namespace storage_sqlite_durable_semantics {
 
@@ -481,8 +474,6 @@ TEST_CASE_TEMPLATE("R-DURABLE-1, R-DEDUP-3: dedup within a watermark in front of
 
 // --- REPLACE WHERE on a durable target -----------------------------------------
 
-namespace durable_semantics {
-
 struct Sale {
   std::chrono::sys_days day{};
   std::int64_t id = 0;
@@ -572,8 +563,6 @@ inline std::vector<DayTotal> stored_totals(const std::string& path, const std::s
   t.store().attach(ck, t.name(), t.append_log());
   return t.sorted_rows();
 }
-
-}  // namespace durable_semantics
 
 TEST_CASE("R-DURABLE-1, R-WHERE-1, R-WHERE-7: a REPLACE WHERE target on SqliteStorage is written with each update, loaded when the pipeline opens again, and ends equal to a memory run") {
   const std::vector<DayTotal> after_two{

@@ -34,11 +34,9 @@
 #include <string>
 #include <vector>
 
-namespace storage_sqlite_sqlite {  // this file's names, apart from the other sources of its program
+namespace storage_sqlite_sqlite {
 
 namespace fl = flowlib;
-
-namespace sqlite_test {
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 const ms_time t0{std::chrono::milliseconds(1'700'000'000'000)};
@@ -271,10 +269,6 @@ std::string message_of(const std::function<void()>& f) {
 struct injected : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-}  // namespace sqlite_test
-
-using namespace sqlite_test;
 
 TEST_CASE("R-DURABLE-2: every column type round-trips through SQLite, NULL for an empty optional") {
   db_file f("types");

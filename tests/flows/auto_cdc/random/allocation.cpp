@@ -19,7 +19,7 @@
 
 #include <new>
 
-namespace flows_auto_cdc_random_allocation {  // this file's names, apart from the other sources of its program
+namespace flows_auto_cdc_random_allocation {
 
 using failing_allocator::arm;
 using failing_allocator::disarm;

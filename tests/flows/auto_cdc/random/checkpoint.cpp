@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-namespace flows_auto_cdc_random_checkpoint {  // this file's names, apart from the other sources of its program
+namespace flows_auto_cdc_random_checkpoint {
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-namespace flows_auto_cdc_random_scd1 {  // this file's names, apart from the other sources of its program
+namespace flows_auto_cdc_random_scd1 {
 
 using namespace model;
 

@@ -3,7 +3,7 @@
 #include <support/auto_cdc_model.hpp>
 #include <support/storage_policies.hpp>
 
-namespace flows_auto_cdc_random_scd2 {  // this file's names, apart from the other sources of its program
+namespace flows_auto_cdc_random_scd2 {
 
 using namespace model;
 
