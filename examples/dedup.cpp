@@ -47,9 +47,9 @@ int main() {
   expect(dedup.last_stats().duplicate_rows == 1, "batch 1 drops 1 duplicate");
 
   // A checkpoint, a crash, and a restart: the new process restores the state.
-  const std::string checkpoint = dedup.save_state();
+  const std::string checkpoint = fl::checkpoint_snapshot(dedup);
   ClicksDeduped restarted{5min, "clicks_deduped"};
-  restarted.restore_state(checkpoint);
+  restarted.read_checkpoint(fl::checkpoint_blobs{checkpoint});
 
   // Batch 2, after the restart: the retried batch 1 arrives again, with one
   // click 10 minutes later that moves the watermark to t0 + 5min.

@@ -101,4 +101,21 @@ struct byte_reader {
   }
 };
 
+/// @brief The whole state of a flow or an operator as bytes: what its
+/// write_checkpoint(out, checkpoint_scope::snapshot) writes. For a program
+/// that keeps its checkpoints itself (a pipeline does this for its flows);
+/// the bytes are read back with `read_checkpoint(checkpoint_blobs{bytes})`
+/// (an operator) or `read_checkpoint(table, checkpoint_blobs{bytes})` (a
+/// flow), together with whatever records how far the program has read.
+template <class Component>
+  requires requires(const Component& c, byte_writer& out) {
+    c.write_checkpoint(out, checkpoint_scope::snapshot);
+  }
+std::string checkpoint_snapshot(const Component& c) {
+  std::string bytes;
+  byte_writer out{bytes};
+  c.write_checkpoint(out, checkpoint_scope::snapshot);
+  return bytes;
+}
+
 }  // namespace flowlib

@@ -333,9 +333,6 @@ struct writer_claim {
   bool exclusive = false;      ///< the flow takes the table alone (R-USING-9)
 };
 
-/// @brief The kind name append flows claim tables with.
-inline constexpr std::string_view append_flow_kind = "APPEND";
-
 /// @brief What StreamingTable and ManagedTable share: rows, options,
 /// writers, the append log (the base every table type derives from).
 template <class Row, class Storage>
@@ -548,11 +545,13 @@ class ManagedTable : public table_base<Row, Storage> {
   ManagedTable(std::string name, TableOptions<Row, Layout> options)
       : base(std::move(name), std::move(options)) {}
 
-  /// As StreamingTable's, but only append flows may claim a managed table:
-  /// any other kind throws flowlib::error (errc::invalid_target) with
+  /// As StreamingTable's, but only append flows may claim a managed table.
+  /// Every other flow type takes its target alone (`exclusive`: REPLACE
+  /// USING, AUTO CDC, REPLACE WHERE), so an exclusive claim throws
+  /// flowlib::error (errc::invalid_target) with
   /// MANAGED_TABLE_DOES_NOT_SUPPORT_CDC in the message, changing nothing.
   void claim(const void* flow, std::string_view kind, std::string_view flow_name, bool exclusive) {
-    if (kind != append_flow_kind) {
+    if (exclusive) {
       throw error(errc::invalid_target, std::string(flow_name), "", "",
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: managed table '" + this->name() +
                       "' accepts only append flows (INSERT BY NAME), not a " +

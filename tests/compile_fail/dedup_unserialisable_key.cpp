@@ -9,6 +9,6 @@ int main() {
 #else
   PingByDevice d{std::int64_t{10}};
 #endif
-  const std::string checkpoint = d.save_state();
+  const std::string checkpoint = flowlib::checkpoint_snapshot(d);
   return static_cast<int>(checkpoint.size());
 }

@@ -129,18 +129,18 @@ TEST_CASE("R-TABLE-1: the catalog refuses non-append flows on managed tables at 
   fl::Catalog catalog;
   catalog.declare_table("output", fl::table_kind::managed);
   catalog.declare_table("changes", fl::table_kind::streaming);
-  catalog.declare_flow("output", "APPEND", "a1");
-  catalog.declare_flow("output", "APPEND", "a2");  // fan-in
+  catalog.declare_flow("output", "APPEND", "a1", /*exclusive=*/false);
+  catalog.declare_flow("output", "APPEND", "a2", false);  // fan-in
   for (const char* kind : {"AUTO CDC", "AUTO CDC FROM SNAPSHOT", "REPLACE WHERE"}) {
     CAPTURE(kind);
-    CHECK_THROWS_WITH_AS(catalog.declare_flow("output", kind, "cdc"),
+    CHECK_THROWS_WITH_AS(catalog.declare_flow("output", kind, "cdc", /*exclusive=*/true),
                          doctest::Contains("MANAGED_TABLE_DOES_NOT_SUPPORT_CDC"), fl::error);
   }
-  catalog.declare_flow("changes", "AUTO CDC", "cdc");
+  catalog.declare_flow("changes", "AUTO CDC", "cdc", true);
   CHECK(catalog.flows_of("output").size() == 2);
   CHECK(catalog.flows_of("changes").size() == 1);
-  CHECK_THROWS_AS(catalog.declare_flow("output", "APPEND", "a1"), fl::error);     // same name
-  CHECK_THROWS_AS(catalog.declare_flow("missing", "APPEND", "a3"), fl::error);    // no table
+  CHECK_THROWS_AS(catalog.declare_flow("output", "APPEND", "a1", false), fl::error);   // same name
+  CHECK_THROWS_AS(catalog.declare_flow("missing", "APPEND", "a3", false), fl::error);  // no table
 }
 
 TEST_CASE_TEMPLATE("R-TABLE-3: comment, properties, reset_allowed, partitioning, clustering",

@@ -3,7 +3,7 @@
 // The byte encoding of DedupWithinWatermark's state for a checkpoint
 // (R-DEDUP-6): write_dedup_state() and read_dedup_state(), over a
 // detail::dedup_state and the operator's watermarks. The format is
-// documented at DedupWithinWatermark::save_state() and in
+// documented at DedupWithinWatermark::write_checkpoint() and in
 // docs/dedup-within-watermark.md; the key columns use detail/byte_codec.hpp.
 // Internal.
 //
@@ -79,15 +79,14 @@ std::string write_dedup_state(const dedup_state<K, Rep>& s, bool time_point, std
 /// Parses a checkpoint written by write_dedup_state() for the operator
 /// `name` with identity `key`, whose event time is a time point or not
 /// (`time_point`) and which has `inputs` inputs. Throws flowlib::error
-/// (`code`: errc::invalid_argument for restore_state(), checkpoint_corrupt
-/// for read_checkpoint()) on malformed data.
+/// (errc::checkpoint_corrupt) on malformed data.
 template <class K, class Rep>
 dedup_checkpoint<K, Rep> read_dedup_state(std::string_view data, std::string_view name,
-                                          const K& key, bool time_point, std::size_t inputs,
-                                          errc code = errc::invalid_argument) {
+                                          const K& key, bool time_point, std::size_t inputs) {
   using key_type = typename K::value_type;
   using state = dedup_state<K, Rep>;
-  byte_reader r{data, 0, name, "; the operator's state is unchanged (R-DEDUP-6)", code};
+  byte_reader r{data, 0, name, "; the operator's state is unchanged (R-DEDUP-6)",
+                errc::checkpoint_corrupt};
   r.need(sizeof dedup_magic);
   if (data.substr(0, sizeof dedup_magic) != std::string_view(dedup_magic, sizeof dedup_magic)) {
     r.fail("the data does not start with \"FLDW\" (not a DedupWithinWatermark state)");

@@ -91,6 +91,10 @@ namespace flowlib {
 /// @brief What one Append::apply() did: BatchStats (input_rows,
 /// dropped_rows, applied_rows == inserted_rows, expectations, and `skipped`
 /// when a ONCE flow had already run).
+/// @brief The kind append flows are named by (in claims, errors, the event
+/// log and a stream's stored layout).
+inline constexpr std::string_view append_flow_kind = "APPEND";
+
 struct AppendStats : BatchStats {};
 
 namespace detail {

@@ -29,13 +29,13 @@
 //     inputs (a union), process(input, batch) tags each batch with its input;
 //     every input has its own watermark and the global one (used for late
 //     rows and eviction) is their min (default) or max.
-//   - R-DEDUP-6: save_state() / restore_state() give the state (identities
-//     with expiry, watermarks) as bytes for a checkpoint; the format is
-//     described at save_state() and in docs/dedup-within-watermark.md.
-//     write_checkpoint() / read_checkpoint() do the same by snapshots and
-//     deltas for the pipeline runtime: a delta holds the watermarks and the
-//     identities the last batch stored (O(the batch)), and a restore replays
-//     the deltas on the last snapshot (detail/dedup_checkpoint.hpp).
+//   - R-DEDUP-6: write_checkpoint() / read_checkpoint() give the state
+//     (identities with expiry, watermarks) for a checkpoint, as every flow
+//     does (flows/contract.hpp): a snapshot holds the whole state, a delta
+//     the watermarks and the identities the last batch stored (O(the batch)),
+//     and a restore replays the deltas on the last snapshot. The format is
+//     described at write_checkpoint() and in docs/dedup-within-watermark.md;
+//     its encoding is detail/dedup_checkpoint.hpp.
 //
 // All-or-nothing: if anything throws while a batch is processed (a row's copy
 // constructor, the key's copy, an allocation), the operator's state and
@@ -259,68 +259,33 @@ class DedupWithinWatermark {
 
   // --- Checkpoint (R-DEDUP-6) -------------------------------------------------------
 
-  /// The state as bytes, for a checkpoint. Format (all integers little-endian,
-  /// fixed width; `rep` is the event time's integer representation, of
-  /// sizeof(rep) bytes):
+  /// @brief Writes the operator's state for a checkpoint: the whole state
+  /// (`snapshot`) or what the last batch changed (`delta`: the watermarks
+  /// and the identities it stored, with their expiry; O(the batch)). The
+  /// pipeline runtime calls it after every committed batch; a program that
+  /// keeps checkpoints itself takes a snapshot with
+  /// flowlib::checkpoint_snapshot(op). When more than one batch ran since
+  /// the previous call, a delta holds the whole state instead.
   ///
-  ///   "FLDW"  u8 version (1)  u8 time kind (0 integer, 1 time_point)
-  ///   u8 sizeof(rep)  u8 policy (0 min, 1 max)
+  /// Format (all integers little-endian, fixed width; `rep` is the event
+  /// time's integer representation, of sizeof(rep) bytes): the header
+  /// "FLDD", u16 format version (1), u8 scope; then a snapshot is the state:
+  ///
+  ///   u64 length, then "FLDW"  u8 version (1)  u8 time kind (0 integer,
+  ///   1 time_point)  u8 sizeof(rep)  u8 policy (0 min, 1 max)
   ///   rep delay  u32 inputs
   ///   u8 has_global [rep global]           the global watermark
   ///   inputs x (u8 has [rep watermark])    each input's watermark
   ///   u64 count
   ///   count x (rep expires_at, key)        identities, in expiry order
   ///
-  /// A key is written column by column: integers and enums at their own
-  /// width, bool as u8, std::string as u64 length + bytes, std::optional as
-  /// u8 (0 null, 1 present) + value, std::chrono durations and time points
-  /// as their integer count; a tuple key is its columns in order. Key column
+  /// and a delta is u8 1 and the state as above, or u8 0 and the last
+  /// batch's watermarks and identities (detail/dedup_checkpoint.hpp). A key
+  /// is written column by column: integers and enums at their own width,
+  /// bool as u8, std::string as u64 length + bytes, std::optional as u8
+  /// (0 null, 1 present) + value, std::chrono durations and time points as
+  /// their integer count; a tuple key is its columns in order. Key column
   /// types outside this list are rejected at compile time.
-  std::string save_state() const {
-    static_assert(detail::serialisable_key<key_type>(),
-                  "flowlib::DedupWithinWatermark::save_state: a key column's type cannot be "
-                  "serialised. Checkpointed identity columns must be integers, bool, enums, "
-                  "std::string, std::chrono durations or time points, or std::optional of "
-                  "those; convert other columns to one of these (R-DEDUP-6).");
-    const std::uint8_t policy = wm_.policy == watermark_policy::min ? 0 : 1;
-    return detail::write_dedup_state(*state_, time_traits::is_time_point, policy, delay_,
-                                     wm_.global, wm_.inputs);
-  }
-
-  /// Replaces the state with one saved by save_state(). The data must come
-  /// from an operator with the same key and event-time types and the same
-  /// number of inputs; the delay and policy in the data replace this
-  /// operator's. Throws flowlib::error (errc::invalid_argument) on malformed
-  /// data, leaving the state unchanged. Counters are reset.
-  void restore_state(std::string_view data) {
-    static_assert(detail::serialisable_key<key_type>(),
-                  "flowlib::DedupWithinWatermark::restore_state: a key column's type cannot be "
-                  "serialised. Checkpointed identity columns must be integers, bool, enums, "
-                  "std::string, std::chrono durations or time points, or std::optional of "
-                  "those; convert other columns to one of these (R-DEDUP-6).");
-    auto c = detail::read_dedup_state<K, rep>(data, name_, key_, time_traits::is_time_point,
-                                              wm_.inputs.size());
-    detail::watermark_state<rep> wm;
-    wm.policy = c.policy == 0 ? watermark_policy::min : watermark_policy::max;
-    wm.global = c.global;
-    wm.inputs = std::move(c.inputs);
-    // Commit (nothing below throws).
-    state_ = std::move(c.state);
-    wm_ = std::move(wm);
-    delay_ = c.delay;
-    last_ = DedupStats{};
-    total_ = DedupStats{};
-    total_.state_keys = state_size();
-    since_write_ = 2;  // the next checkpoint delta holds the whole state
-  }
-
-  /// @brief Writes the operator's state for a checkpoint: the whole state
-  /// (`snapshot`: the save_state() bytes) or what the last batch changed
-  /// (`delta`: the watermarks and the identities it stored, with their
-  /// expiry; O(the batch)). For the pipeline runtime; programs that
-  /// checkpoint by hand may use it too. Call it after every batch: when
-  /// more than one batch ran since the previous call, the delta holds the
-  /// whole state instead.
   void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     static_assert(detail::serialisable_key<key_type>(),
                   "flowlib::DedupWithinWatermark::write_checkpoint: a key column's type cannot be "
@@ -329,10 +294,10 @@ class DedupWithinWatermark {
                   "std::tuple of those; convert other columns to one of these (R-DEDUP-6).");
     detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
     if (scope == checkpoint_scope::snapshot) {
-      out.bytes(save_state());
+      out.bytes(whole_state());
     } else if (since_write_ > 1) {
       out.integer<std::uint8_t>(1);  // the whole state
-      out.bytes(save_state());
+      out.bytes(whole_state());
     } else {
       out.integer<std::uint8_t>(0);  // the last batch
       detail::write_dedup_delta(out, *state_, since_write_ == 1, wm_.global, wm_.inputs);
@@ -341,8 +306,9 @@ class DedupWithinWatermark {
   }
 
   /// @brief Replaces the state by the one `blobs` hold: the snapshot (if
-  /// any), then every delta replayed in order. For the pipeline runtime;
-  /// programs that checkpoint by hand may use it too. Throws
+  /// any), then every delta replayed in order. The pipeline runtime calls it
+  /// on a restart; a program that keeps checkpoints itself restores a
+  /// snapshot with `read_checkpoint(checkpoint_blobs{bytes})`. Throws
   /// errc::checkpoint_corrupt (a truncated or garbled blob, a wrong tag or
   /// version) or errc::checkpoint_mismatch (a state saved with another
   /// delay, watermark policy or key type), leaving the state unchanged.
@@ -391,13 +357,20 @@ class DedupWithinWatermark {
   static constexpr char checkpoint_tag[5] = "FLDD";
   static constexpr std::uint16_t checkpoint_version = 1;
 
-  // Reads a whole state (save_state()'s bytes) from `r` into `c`; it must be
+  // The whole state, as a snapshot holds it (see write_checkpoint()).
+  std::string whole_state() const {
+    const std::uint8_t policy = wm_.policy == watermark_policy::min ? 0 : 1;
+    return detail::write_dedup_state(*state_, time_traits::is_time_point, policy, delay_,
+                                     wm_.global, wm_.inputs);
+  }
+
+  // Reads a whole state (whole_state()'s bytes) from `r` into `c`; it must be
   // of this operator's delay and policy.
   void read_whole(byte_reader& r, detail::dedup_checkpoint<K, rep>& c) const {
     const std::string_view payload = r.bytes();
     detail::expect_checkpoint_end(r);
     auto w = detail::read_dedup_state<K, rep>(payload, name_, key_, time_traits::is_time_point,
-                                              wm_.inputs.size(), errc::checkpoint_corrupt);
+                                              wm_.inputs.size());
     if (w.delay != delay_ || w.policy != c.policy) {
       throw error(errc::checkpoint_mismatch, name_, "", "",
                   "the checkpoint was saved by an operator with another delay or watermark "

@@ -8,7 +8,7 @@
 //   flowlib::Catalog catalog;
 //   catalog.add(events);                        // a StreamingTable named "events"
 //   catalog.add(output);                        // a ManagedTable named "output"
-//   catalog.declare_flow("output", "AUTO CDC", "cdc_flow");
+//   catalog.declare_flow("output", "AUTO CDC", "cdc_flow", /*exclusive=*/true);
 //       // throws: MANAGED_TABLE_DOES_NOT_SUPPORT_CDC
 //   catalog.declare_table("events", flowlib::table_kind::managed);
 //       // throws: CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE
@@ -67,18 +67,21 @@ class Catalog {
   }
 
   /// Declares a flow of kind `flow_kind` ("APPEND", "AUTO CDC", "REPLACE
-  /// WHERE", ...) writing table `table`. Throws flowlib::error
-  /// (errc::invalid_target): with MANAGED_TABLE_DOES_NOT_SUPPORT_CDC for a
-  /// flow other than an append flow into a managed table; when the table is
-  /// not declared; when a flow of that name already writes it.
-  void declare_flow(std::string_view table, std::string_view flow_kind, std::string flow_name) {
+  /// WHERE", ...: named in errors and listings) writing table `table`;
+  /// `exclusive` when the flow takes its table alone, as every flow but an
+  /// append flow does. Throws flowlib::error (errc::invalid_target): with
+  /// MANAGED_TABLE_DOES_NOT_SUPPORT_CDC for an exclusive flow into a managed
+  /// table (R-TABLE-1); when the table is not declared; when a flow of that
+  /// name already writes it.
+  void declare_flow(std::string_view table, std::string_view flow_kind, std::string flow_name,
+                    bool exclusive) {
     auto it = tables_.find(table);
     if (it == tables_.end()) {
       throw error(errc::invalid_target, flow_name, "", "",
                   "TABLE_OR_VIEW_NOT_FOUND: no table named '" + std::string(table) +
                       "' is declared");
     }
-    if (it->second.kind == table_kind::managed && flow_kind != append_flow_kind) {
+    if (it->second.kind == table_kind::managed && exclusive) {
       throw error(errc::invalid_target, flow_name, "", "",
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: managed table '" + std::string(table) +
                       "' accepts only append flows (INSERT BY NAME), not a " +

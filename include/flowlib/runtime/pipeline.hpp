@@ -48,6 +48,7 @@
 
 #include <flowlib/checkpoint/store.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/flows/append.hpp>
 #include <flowlib/runtime/batch_protocol.hpp>
 #include <flowlib/runtime/catalog.hpp>
 #include <flowlib/runtime/checkpoint_log.hpp>
@@ -55,6 +56,7 @@
 #include <flowlib/runtime/flow_builder.hpp>
 #include <flowlib/runtime/flow_runner.hpp>
 #include <flowlib/runtime/options.hpp>
+#include <flowlib/sink/foreach_batch.hpp>
 #include <flowlib/source/position.hpp>
 
 #include <algorithm>
@@ -229,7 +231,7 @@ class Pipeline final : private detail::flow_registry {
                           " target takes exactly one flow and no other flow type (R-USING-9)");
         }
       }
-      catalog_.declare_flow(target_name, kind, flow);
+      catalog_.declare_flow(target_name, kind, flow, exclusive);
     }
     runners_.push_back(std::move(runner));
   }
@@ -326,10 +328,12 @@ class Pipeline final : private detail::flow_registry {
         at = bar + 1;
       }
     };
+    // The stream's layout is a record another pipeline stored: its sink's
+    // kind comes back as text, and is compared with the kinds' names.
     const auto src = split(*layout);
     const auto dst = split(r.component_layout());
-    const bool src_policy = src.front() != "FOREACH BATCH";
-    if (src.front() != std::string(append_flow_kind) && src_policy) {
+    const bool src_policy = src.front() != foreach_batch_kind;
+    if (src.front() != append_flow_kind && src_policy) {
       throw refuse("stream '" + r.import_flow + "' is a " + src.front() +
                    " flow; only a stream that appends or calls a foreach-batch sink can be imported");
     }

@@ -33,13 +33,17 @@
 
 namespace flowlib {
 
+/// @brief The kind foreach-batch sinks are named by (in the event log and a
+/// stream's stored layout).
+inline constexpr std::string_view foreach_batch_kind = "FOREACH BATCH";
+
 /// @brief A sink calling user code with (batch id, rows). See the header.
 template <class Row>
 class ForeachBatch {
  public:
   using row_type = Row;
   using callback = std::function<void(std::uint64_t batch_id, std::span<const Row> rows)>;
-  static constexpr std::string_view kind = "FOREACH BATCH";
+  static constexpr std::string_view kind = foreach_batch_kind;
 
   explicit ForeachBatch(callback fn, std::string name = "foreach_batch")
       : fn_(std::move(fn)), name_(std::move(name)) {}

@@ -10,12 +10,11 @@
 #pragma once
 
 #include <flowlib/detail/prefetch.hpp>
+#include <flowlib/detail/slot_segments.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/storage/row_store.hpp>
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cassert>
 #include <concepts>
 #include <cstddef>
@@ -31,23 +30,13 @@
 #include <utility>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
-
 namespace flowlib {
 
 namespace detail {
 
 /// The memory store's row slots, addressed by row id.
-///   - Slots live in segments of geometrically growing size (64, 128, 256,
-///     ... slots), each allocated on a cache-line boundary (a row whose size
-///     divides, or is a multiple of, 64 bytes never straddles lines). Growing
-///     adds a segment and never moves a row: a table that gains rows batch
-///     after batch pays neither the copies nor the transient double memory of
-///     a reallocating array, and a row's address is stable until it is erased.
-///     Finding a slot costs a bit scan and one load from a small table.
+///   - Slots live in segments that never move (detail/slot_segments.hpp):
+///     a row's address is stable until it is erased.
 ///   - A live slot holds a constructed Row; a dead slot holds no object, only
 ///     the id of the next dead slot (an intrusive free list, so erasing needs
 ///     no side array that would have to grow with the table).
@@ -77,31 +66,7 @@ class memory_row_store {
   struct alignas(alignof(Row) > alignof(row_id) ? alignof(Row) : alignof(row_id)) slot {
     unsigned char bytes[sizeof(Row) > sizeof(row_id) ? sizeof(Row) : sizeof(row_id)];
   };
-  static constexpr std::size_t slot_alignment = alignof(slot) > 64 ? alignof(slot) : 64;
   static constexpr row_id no_slot = std::numeric_limits<row_id>::max();
-  // Segment s holds first_segment << s slots, for ids from
-  // first_segment * (2^s - 1) on.
-  static constexpr unsigned first_segment_log2 = 6;
-  static constexpr std::uint64_t first_segment = std::uint64_t{1} << first_segment_log2;
-  static constexpr unsigned max_segments = 33 - first_segment_log2;  // covers 2^32 ids
-
-  struct segment {
-    slot* slots = nullptr;
-    unsigned char* live = nullptr;  // one byte per slot: 1 holds a live row
-    void* raw = nullptr;            // the allocation both lie in
-  };
-  struct place {
-    unsigned seg;
-    std::size_t off;
-  };
-  static place locate(std::size_t id) noexcept {
-    const std::uint64_t x = static_cast<std::uint64_t>(id) + first_segment;
-    const unsigned s = static_cast<unsigned>(std::bit_width(x)) - 1 - first_segment_log2;
-    return {s, static_cast<std::size_t>(x - (first_segment << s))};
-  }
-  static constexpr std::size_t segment_size(unsigned s) noexcept {
-    return static_cast<std::size_t>(first_segment << s);
-  }
 
  public:
   using row_type = Row;
@@ -113,12 +78,12 @@ class memory_row_store {
   memory_row_store(memory_row_store&& o) noexcept { steal(o); }
   memory_row_store& operator=(memory_row_store&& o) noexcept {
     if (this != &o) {
-      release();
+      destroy_live();
       steal(o);
     }
     return *this;
   }
-  ~memory_row_store() { release(); }
+  ~memory_row_store() { destroy_live(); }
 
   /// Makes room for `extra` inserts: afterwards up to `extra` inserts (or
   /// emplaced rows) and any number of assigns and erases do not allocate
@@ -136,7 +101,7 @@ class memory_row_store {
       grow(j_inserted_, j_inserted_.size() + extra);
       grow(j_saved_, j_saved_.size() + reuse);
     }
-    while (capacity_ < need) add_segment();
+    segs_.grow_to(need);
   }
 
   /// Optional hook: the next `extra` inserts are about to be made one at a
@@ -148,36 +113,15 @@ class memory_row_store {
   /// mapping is left to the faults.
   void reserve_fresh(std::size_t extra) {
     reserve(extra);
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    if (extra <= free_count_) return;
-    static const std::uintptr_t page = [] {
-      const long v = ::sysconf(_SC_PAGESIZE);
-      return v > 0 ? static_cast<std::uintptr_t>(v) : std::uintptr_t{4096};
-    }();
-    std::size_t from = bound_;
-    const std::size_t to = bound_ + (extra - free_count_);  // within capacity_ (reserved)
-    while (from < to) {
-      const place p = locate(from);
-      const std::size_t n = std::min(to - from, segment_size(p.seg) - p.off);
-      const auto a = reinterpret_cast<std::uintptr_t>(segs_[p.seg].slots + p.off);
-      const std::uintptr_t b = a + n * sizeof(slot);
-      // Whole pages only: the partial ones at either end stay with the faults.
-      const std::uintptr_t first = (a + page - 1) & ~(page - 1), last = b & ~(page - 1);
-      if (first < last) {
-        (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
-      }
-      from += n;
-    }
-#endif
+    if (extra > free_count_) segs_.populate(bound_, bound_ + (extra - free_count_));
   }
 
   /// Inserts a row (a moved-in row; capacity reserved by reserve()).
   row_id insert(Row&& r) noexcept {
     if (journal_) return insert_journaled(std::move(r));
     const row_id id = take_slot();
-    const place p = locate(id);
-    ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
-    segs_[p.seg].live[p.off] = live_bit;
+    ::new (static_cast<void*>(slot_at(id)->bytes)) Row(std::move(r));
+    flags(id) = live_bit;
     ++live_;
     return id;
   }
@@ -190,12 +134,11 @@ class memory_row_store {
     const bool reuse = free_head_ != no_slot;
     const row_id id = reuse ? free_head_ : static_cast<row_id>(bound_);
     const row_id next = reuse ? link(id) : no_slot;
-    const place p = locate(id);
     // The journal's records first (they may allocate): if they throw,
     // nothing has changed.
     if (journal_) prepare_journaled_insert(id);
     try {
-      ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::forward<Make>(make)());
+      ::new (static_cast<void*>(slot_at(id)->bytes)) Row(std::forward<Make>(make)());
     } catch (...) {
       if (reuse) set_link(id, next);  // a failed constructor may have written over it
       throw;
@@ -207,9 +150,9 @@ class memory_row_store {
       ++bound_;
     }
     if (journal_) {
-      note_journaled_insert(id, segs_[p.seg].live[p.off]);
+      note_journaled_insert(id, flags(id));
     } else {
-      segs_[p.seg].live[p.off] = live_bit;
+      flags(id) = live_bit;
     }
     ++live_;
     return id;
@@ -237,17 +180,17 @@ class memory_row_store {
       // that writing a row's columns cannot be taken to alias the store's
       // counters).
       while (it != last) {
-        if (b == capacity_) {
+        if (b == segs_.capacity()) {
           throw error(errc::invalid_argument, "memory storage", "", "",
                       "a batch yielded more rows than were reserved for it (its size() was "
                       "wrong); nothing of it was written");
         }
-        const place p = locate(b);
-        slot* const s = segs_[p.seg].slots;
-        const std::size_t end = segment_size(p.seg);
+        const auto run = segs_.run_at(b);
+        slot* const s = run.slots;
+        const std::size_t end = run.end;
         // b counts every row built, so that the handler below destroys
         // them all if the next one throws.
-        for (std::size_t off = p.off; off < end && it != last; ++it, ++off, ++b) {
+        for (std::size_t off = run.off; off < end && it != last; ++it, ++off, ++b) {
           ::new (static_cast<void*>(s[off].bytes)) Row(make(*it));
         }
       }
@@ -260,10 +203,10 @@ class memory_row_store {
     if (journal_) {
       // Fresh slots: nothing to save (rollback empties the slots past the
       // old id_bound()); the inserted ids, in order (capacity reserved).
-      mark_live(bound_before, b, live_bit | inserted_bit);
+      segs_.set_flags(bound_before, b, live_bit | inserted_bit);
       for (std::size_t i = bound_before; i < b; ++i) j_inserted_.push_back(static_cast<row_id>(i));
     } else {
-      mark_live(bound_before, b, live_bit);
+      segs_.set_flags(bound_before, b, live_bit);
     }
     const std::size_t added = b - bound_before;
     bound_ = b;
@@ -284,8 +227,7 @@ class memory_row_store {
     set_link(id, free_head_);
     free_head_ = id;
     ++free_count_;
-    const place p = locate(id);
-    segs_[p.seg].live[p.off] = keep;
+    flags(id) = keep;
     --live_;
   }
   /// Removes every row; the segments are kept. Not while a journal is open
@@ -294,7 +236,7 @@ class memory_row_store {
   void clear() noexcept {
     assert(!journal_ && "flowlib::MemoryStorage: clear() while a journal is open");
     destroy_live();
-    for (unsigned s = 0; s < nsegs_; ++s) std::memset(segs_[s].live, 0, segment_size(s));
+    segs_.clear_flags();
     bound_ = 0;
     live_ = 0;
     free_head_ = no_slot;
@@ -341,19 +283,17 @@ class memory_row_store {
     if (!journal_) return;
     // Slots past the old bound: emptied (their bytes never held flags before).
     for (std::size_t i = j_bound_; i < bound_; ++i) {
-      const place p = locate(i);
-      unsigned char& b = segs_[p.seg].live[p.off];
+      unsigned char& b = flags(i);
       if (b & live_bit) row(static_cast<row_id>(i)).~Row();
       b = 0;
     }
     // Slots below it: what they held, each saved once.
     std::size_t k = 0;
     for (const saved_slot& s : j_saved_) {
-      const place p = locate(s.id);
-      unsigned char& b = segs_[p.seg].live[p.off];
+      unsigned char& b = flags(s.id);
       if (b & live_bit) row(s.id).~Row();
       if (s.live) {
-        ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(j_rows_[k++]));
+        ::new (static_cast<void*>(slot_at(s.id)->bytes)) Row(std::move(j_rows_[k++]));
         b = live_bit;
       } else {
         set_link(s.id, s.link);
@@ -421,11 +361,10 @@ class memory_row_store {
     if (bound > no_slot) {
       throw error(errc::invalid_argument, "memory storage", "", "", "a table cannot hold more than 2^32-1 rows");
     }
-    while (capacity_ < bound) add_segment();
+    segs_.grow_to(bound);
     for (auto& [id, r] : rows) {
-      const place p = locate(id);
-      ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
-      segs_[p.seg].live[p.off] = live_bit;
+      ::new (static_cast<void*>(slot_at(id)->bytes)) Row(std::move(r));
+      flags(id) = live_bit;
     }
     bound_ = bound;
     live_ = rows.size();
@@ -452,7 +391,7 @@ class memory_row_store {
   /// One past the largest id ever handed out (ids are dense below it).
   std::size_t id_bound() const noexcept { return bound_; }
   /// Rows the store holds without allocating.
-  std::size_t capacity() const noexcept { return capacity_; }
+  std::size_t capacity() const noexcept { return segs_.capacity(); }
 
   /// The live rows, in id order: a forward view of const Row&, valid while
   /// the store lives (it sees rows inserted after it was made).
@@ -499,22 +438,13 @@ class memory_row_store {
   rows_view rows() const noexcept { return rows_view(this); }
 
  private:
-  slot* slot_at(std::size_t id) const noexcept {
-    const place p = locate(id);
-    return segs_[p.seg].slots + p.off;
-  }
+  slot* slot_at(std::size_t id) const noexcept { return segs_.slot(id); }
   Row& row(row_id id) noexcept { return *std::launder(reinterpret_cast<Row*>(slot_at(id)->bytes)); }
   const Row& row(row_id id) const noexcept {
     return *std::launder(reinterpret_cast<const Row*>(slot_at(id)->bytes));
   }
-  bool is_live(std::size_t id) const noexcept {
-    const place p = locate(id);
-    return (segs_[p.seg].live[p.off] & live_bit) != 0;
-  }
-  unsigned char& flags(std::size_t id) const noexcept {
-    const place p = locate(id);
-    return segs_[p.seg].live[p.off];
-  }
+  bool is_live(std::size_t id) const noexcept { return (flags(id) & live_bit) != 0; }
+  unsigned char& flags(std::size_t id) const noexcept { return segs_.flags(id); }
   // Grows v's capacity to at least n, geometrically (repeated small
   // reserves stay linear in total).
   template <class V>
@@ -571,9 +501,8 @@ class memory_row_store {
     const row_id id = reuse ? free_head_ : static_cast<row_id>(bound_);
     prepare_journaled_insert(id);
     take_slot();
-    const place p = locate(id);
-    ::new (static_cast<void*>(segs_[p.seg].slots[p.off].bytes)) Row(std::move(r));
-    note_journaled_insert(id, segs_[p.seg].live[p.off]);
+    ::new (static_cast<void*>(slot_at(id)->bytes)) Row(std::move(r));
+    note_journaled_insert(id, flags(id));
     ++live_;
     return id;
   }
@@ -619,35 +548,11 @@ class memory_row_store {
     }
     return static_cast<row_id>(bound_++);
   }
-  // Marks ids [from, to) live (consecutive, possibly over several segments),
-  // with flag byte `value`.
-  void mark_live(std::size_t from, std::size_t to, unsigned char value) noexcept {
-    while (from < to) {
-      const place p = locate(from);
-      const std::size_t n = std::min(to - from, segment_size(p.seg) - p.off);
-      std::memset(segs_[p.seg].live + p.off, value, n);
-      from += n;
-    }
-  }
   std::size_t next_live(std::size_t i) const noexcept {
     while (i < bound_ && !is_live(i)) ++i;
     return i;
   }
 
-  // Adds the next segment. The slab is aligned by hand inside a plain
-  // allocation (glibc serves over-aligned requests less well).
-  void add_segment() {
-    const unsigned s = nsegs_;
-    const std::size_t n = segment_size(s);
-    void* raw = ::operator new(n * sizeof(slot) + n + slot_alignment);
-    const auto addr = reinterpret_cast<std::uintptr_t>(raw);
-    slot* slots = reinterpret_cast<slot*>((addr + slot_alignment - 1) & ~(slot_alignment - 1));
-    auto* live = reinterpret_cast<unsigned char*>(slots + n);
-    std::memset(live, 0, n);
-    segs_[s] = {slots, live, raw};
-    ++nsegs_;
-    capacity_ += n;
-  }
   void destroy_live() noexcept {
     if constexpr (!std::is_trivially_destructible_v<Row>) {
       for (std::size_t i = 0; i < bound_; ++i) {
@@ -655,18 +560,9 @@ class memory_row_store {
       }
     }
   }
-  void release() noexcept {
-    destroy_live();
-    for (unsigned s = 0; s < nsegs_; ++s) ::operator delete(segs_[s].raw);
-    segs_ = {};
-    nsegs_ = 0;
-    capacity_ = bound_ = live_ = free_count_ = 0;
-    free_head_ = no_slot;
-  }
+  // Takes o's rows and state; o is left empty.
   void steal(memory_row_store& o) noexcept {
-    segs_ = std::exchange(o.segs_, {});
-    nsegs_ = std::exchange(o.nsegs_, 0);
-    capacity_ = std::exchange(o.capacity_, 0);
+    segs_ = std::move(o.segs_);
     bound_ = std::exchange(o.bound_, 0);
     live_ = std::exchange(o.live_, 0);
     free_head_ = std::exchange(o.free_head_, no_slot);
@@ -683,9 +579,7 @@ class memory_row_store {
     j_inserted_ = std::move(o.j_inserted_);
   }
 
-  std::array<segment, max_segments> segs_{};
-  unsigned nsegs_ = 0;
-  std::size_t capacity_ = 0;        // slots in the segments
+  slot_segments<slot> segs_;        // flag byte: see live_bit below
   std::size_t bound_ = 0;           // [0, bound_) were handed out
   std::size_t live_ = 0;
   row_id free_head_ = no_slot;      // first dead slot below bound_

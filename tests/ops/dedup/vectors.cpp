@@ -255,25 +255,26 @@ TEST_CASE("R-DEDUP-2: unsigned event times saturate at zero") {
   CHECK(d.last_stats().late_rows == 1);  // 0 <= 0
   CHECK(d.watermark() == 150u);
   CHECK(d.state_keys() == std::vector<std::uint16_t>{4});
-  fl::DedupWithinWatermark<fl::Key<&Reading16::sensor>, fl::EventTime<&Reading16::tick>> r{1u};
-  r.restore_state(d.save_state());
+  fl::DedupWithinWatermark<fl::Key<&Reading16::sensor>, fl::EventTime<&Reading16::tick>> r{100u};
+  r.read_checkpoint(fl::checkpoint_blobs{fl::checkpoint_snapshot(d)});
   CHECK(r.expires_at(4) == 350u);
 }
 
-TEST_CASE("R-DEDUP-6: save and restore give identical subsequent behaviour") {
+TEST_CASE("R-DEDUP-6: a snapshot and its restore give identical subsequent behaviour") {
   ClickDedup a{10};
   a.process(std::vector<Click>{{"a", 1, 5, ""}, {"b", 1, 12, ""}, {"long-session-id-beyond-sso", 7, 13, ""}});
   a.process(std::vector<Click>{{"c", 1, 25, ""}, {"a", 1, 20, ""}});
-  const std::string saved = a.save_state();
-  CHECK(saved.substr(0, 4) == "FLDW");
+  const std::string saved = fl::checkpoint_snapshot(a);
+  CHECK(saved.substr(0, 4) == "FLDD");
+  CHECK(saved.find("FLDW") == 15);  // header (4 + 2 + 1), then the state's length (8)
 
-  ClickDedup b{999, "restored"};
-  b.restore_state(saved);
+  ClickDedup b{10, "restored"};
+  b.read_checkpoint(fl::checkpoint_blobs{saved});
   CHECK(b.delay() == a.delay());
   CHECK(b.watermark() == a.watermark());
   CHECK(b.state_keys() == a.state_keys());
   for (const auto& k : a.state_keys()) CHECK(b.expires_at(k) == a.expires_at(k));
-  CHECK(b.save_state() == saved);
+  CHECK(fl::checkpoint_snapshot(b) == saved);
 
   const std::vector<std::vector<Click>> later{
       {{"b", 1, 26, ""}, {"long-session-id-beyond-sso", 7, 27, ""}, {"d", 1, 27, ""}},
@@ -285,7 +286,7 @@ TEST_CASE("R-DEDUP-6: save and restore give identical subsequent behaviour") {
     CHECK(b.watermark() == a.watermark());
     CHECK(b.state_keys() == a.state_keys());
   }
-  CHECK(b.save_state() == a.save_state());
+  CHECK(fl::checkpoint_snapshot(b) == fl::checkpoint_snapshot(a));
 }
 
 TEST_CASE("R-DEDUP-6: chrono state and multi-input watermarks survive a round trip") {
@@ -296,8 +297,8 @@ TEST_CASE("R-DEDUP-6: chrono state and multi-input watermarks survive a round tr
   D a{1min, "a", fl::DedupOptions{.inputs = 3, .policy = fl::watermark_policy::max}};
   a.process(0, std::vector<TimedClick>{{"s", 1, t0}});
   a.process(2, std::vector<TimedClick>{{"s", 2, t0 + 10s}});
-  D b{1min, "b", fl::DedupOptions{.inputs = 3}};
-  b.restore_state(a.save_state());
+  D b{1min, "b", fl::DedupOptions{.inputs = 3, .policy = fl::watermark_policy::max}};
+  b.read_checkpoint(fl::checkpoint_blobs{fl::checkpoint_snapshot(a)});
   CHECK(b.policy() == fl::watermark_policy::max);
   CHECK(b.input_watermark(0) == t0 - 1min);
   CHECK(b.input_watermark(1) == std::nullopt);
@@ -309,31 +310,39 @@ TEST_CASE("R-DEDUP-6: chrono state and multi-input watermarks survive a round tr
 TEST_CASE("R-DEDUP-6: malformed state is rejected and leaves the operator unchanged") {
   ClickDedup a{10};
   a.process(std::vector<Click>{{"a", 1, 5, ""}, {"b", 1, 12, ""}});
-  const std::string good = a.save_state();
+  const std::string good = fl::checkpoint_snapshot(a);
   ClickDedup b{10};
   b.process(std::vector<Click>{{"z", 9, 100, ""}});
-  const std::string before = b.save_state();
+  const std::string before = fl::checkpoint_snapshot(b);
 
   const auto rejects = [&](const std::string& data) {
-    CHECK_THROWS_AS(b.restore_state(data), fl::error);
-    CHECK(b.save_state() == before);
+    CHECK_THROWS_AS(b.read_checkpoint(fl::checkpoint_blobs{data}), fl::error);
+    CHECK(fl::checkpoint_snapshot(b) == before);
   };
+  const std::size_t state_at = good.find("FLDW");
+  REQUIRE(state_at != std::string::npos);
   rejects("");
   rejects("XXXX" + good.substr(4));
   rejects(good.substr(0, good.size() - 1));  // truncated
   rejects(good + "x");                       // trailing bytes
   std::string wrong_version = good;
-  wrong_version[4] = 9;
+  wrong_version[4] = 9;  // the header's format version
   rejects(wrong_version);
+  std::string wrong_state = good;
+  wrong_state[state_at] = 'X';  // the state's own magic
+  rejects(wrong_state);
+  wrong_state = good;
+  wrong_state[state_at + 4] = 9;  // the state's own version
+  rejects(wrong_state);
   ClickDedup two_inputs{10, "two", fl::DedupOptions{.inputs = 2}};
-  CHECK_THROWS_AS(two_inputs.restore_state(good), fl::error);
+  CHECK_THROWS_AS(two_inputs.read_checkpoint(fl::checkpoint_blobs{good}), fl::error);
   fl::DedupWithinWatermark<fl::Key<&Event::id>, fl::EventTime<&Event::ts>> narrow{std::int32_t{1}};
-  CHECK_THROWS_AS(narrow.restore_state(good), fl::error);  // another event-time type
+  CHECK_THROWS_AS(narrow.read_checkpoint(fl::checkpoint_blobs{good}), fl::error);  // another event-time type
   try {
-    b.restore_state(good.substr(0, 10));
+    b.read_checkpoint(fl::checkpoint_blobs{good.substr(0, 10)});
     FAIL("expected an error");
   } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::invalid_argument);
+    CHECK(e.code() == fl::errc::checkpoint_corrupt);
     CHECK(std::string(e.what()).find("truncated") != std::string::npos);
   }
 }
@@ -412,7 +421,7 @@ TEST_CASE("processing a batch is all-or-nothing") {
   for (std::int64_t i = 0; i < 200; ++i) first.emplace_back(i, 100 + i);
   CHECK(d.process(first).size() == 200);
   CHECK(d.watermark() == 289);
-  const std::string before = d.save_state();
+  const std::string before = fl::checkpoint_snapshot(d);
   const fl::DedupStats stats_before = d.total_stats();
 
   // New identities (reusing evicted slots and growing the slab), duplicates,
@@ -426,7 +435,7 @@ TEST_CASE("processing a batch is all-or-nothing") {
   out.emplace_back(-1, -1);
   CHECK_THROWS_AS(d.process_into(bad, out), std::runtime_error);
   CHECK(out.size() == 1);
-  CHECK(d.save_state() == before);
+  CHECK(fl::checkpoint_snapshot(d) == before);
   CHECK(d.total_stats() == stats_before);
   CHECK(d.watermark() == 289);
 
@@ -456,13 +465,13 @@ struct PickyKey {
 TEST_CASE("a throwing key policy leaves the state as it was") {
   fl::DedupWithinWatermark<PickyKey, fl::EventTime<&Event::ts>> d{std::int32_t{5}};
   d.process(std::vector<Event>{{1, {}, 10}, {2, {}, 11}});
-  const std::string before = d.save_state();
+  const std::string before = fl::checkpoint_snapshot(d);
   std::vector<Event> batch;
   for (std::int64_t i = 0; i < 40; ++i) batch.push_back({100 + i, {}, static_cast<std::int32_t>(12 + i)});
   batch.push_back({1, {}, 12});
   batch.push_back({666, {}, 60});
   CHECK_THROWS_AS(d.process(batch), std::runtime_error);
-  CHECK(d.save_state() == before);
+  CHECK(fl::checkpoint_snapshot(d) == before);
   CHECK(d.last_stats().input_rows == 2);
   batch.pop_back();
   CHECK(d.process(batch).size() == 40);
