@@ -49,7 +49,7 @@ int main() {
   // A checkpoint, a crash, and a restart: the new process restores the state.
   const std::string checkpoint = fl::checkpoint_snapshot(dedup);
   ClicksDeduped restarted{5min, "clicks_deduped"};
-  restarted.read_checkpoint(fl::checkpoint_blobs{checkpoint});
+  restarted.read_checkpoint(fl::checkpoint_blobs::of_snapshot(checkpoint));
 
   // Batch 2, after the restart: the retried batch 1 arrives again, with one
   // click 10 minutes later that moves the watermark to t0 + 5min.

@@ -38,6 +38,8 @@ struct checkpoint_blobs {
   std::optional<std::string_view> snapshot;
   std::vector<std::string_view> deltas;
   bool empty() const noexcept { return !snapshot && deltas.empty(); }
+  /// The records of a snapshot alone (checkpoint_snapshot()'s bytes).
+  static checkpoint_blobs of_snapshot(std::string_view bytes) { return {bytes, {}}; }
 };
 
 /// @brief Appends fixed-width little-endian integers and length-prefixed bytes.
@@ -103,10 +105,11 @@ struct byte_reader {
 
 /// @brief The whole state of a flow or an operator as bytes: what its
 /// write_checkpoint(out, checkpoint_scope::snapshot) writes. For a program
-/// that keeps its checkpoints itself (a pipeline does this for its flows);
-/// the bytes are read back with `read_checkpoint(checkpoint_blobs{bytes})`
-/// (an operator) or `read_checkpoint(table, checkpoint_blobs{bytes})` (a
-/// flow), together with whatever records how far the program has read.
+/// that keeps its checkpoints itself (a pipeline does this for its flows),
+/// together with whatever records how far the program has read. The bytes
+/// are read back with `read_checkpoint(checkpoint_blobs::of_snapshot(b))`
+/// (an operator) or `read_checkpoint(table, checkpoint_blobs::of_snapshot(b))`
+/// (a flow).
 template <class Component>
   requires requires(const Component& c, byte_writer& out) {
     c.write_checkpoint(out, checkpoint_scope::snapshot);

@@ -308,8 +308,8 @@ class DedupWithinWatermark {
   /// @brief Replaces the state by the one `blobs` hold: the snapshot (if
   /// any), then every delta replayed in order. The pipeline runtime calls it
   /// on a restart; a program that keeps checkpoints itself restores a
-  /// snapshot with `read_checkpoint(checkpoint_blobs{bytes})`. Throws
-  /// errc::checkpoint_corrupt (a truncated or garbled blob, a wrong tag or
+  /// snapshot with `read_checkpoint(checkpoint_blobs::of_snapshot(bytes))`.
+  /// Throws errc::checkpoint_corrupt (a truncated or garbled blob, a wrong tag or
   /// version) or errc::checkpoint_mismatch (a state saved with another
   /// delay, watermark policy or key type), leaving the state unchanged.
   /// Counters are reset. Empty blobs give a fresh operator's state.

@@ -249,7 +249,7 @@ TEST_CASE("R-DEDUP-6: a snapshot taken by hand restores, and deltas continue fro
   const std::string snapshot = fl::checkpoint_snapshot(a);
   CHECK(snapshot == flowtest::snapshot_of(a));
   Dedup b{10, "clicks"};
-  b.read_checkpoint(fl::checkpoint_blobs{snapshot});
+  b.read_checkpoint(fl::checkpoint_blobs::of_snapshot(snapshot));
   CHECK(state_of(b) == state_of(a));
   const std::vector<Click> next{{3, "u", 12}, {1, "s", 13}, {2, "t", 2}};
   CHECK(b.process(next) == a.process(next));

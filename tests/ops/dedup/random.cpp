@@ -151,8 +151,8 @@ TEST_CASE("R-DEDUP-1..6: randomised streams agree with the reference model") {
       total_dups += want.duplicates;
       total_evicted += want.evicted;
       if (g() % 8 == 0) {  // a checkpoint and a restart (R-DEDUP-6)
-        Dedup restarted{delay, "restarted", fl::DedupOptions{.inputs = inputs}};
-        restarted.read_checkpoint(fl::checkpoint_blobs{fl::checkpoint_snapshot(d)});
+        Dedup restarted{delay, "restarted", fl::DedupOptions{.inputs = inputs, .policy = policy}};
+        restarted.read_checkpoint(fl::checkpoint_blobs::of_snapshot(fl::checkpoint_snapshot(d)));
         d = std::move(restarted);
         ++restores;
       }

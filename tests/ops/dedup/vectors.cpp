@@ -256,7 +256,7 @@ TEST_CASE("R-DEDUP-2: unsigned event times saturate at zero") {
   CHECK(d.watermark() == 150u);
   CHECK(d.state_keys() == std::vector<std::uint16_t>{4});
   fl::DedupWithinWatermark<fl::Key<&Reading16::sensor>, fl::EventTime<&Reading16::tick>> r{100u};
-  r.read_checkpoint(fl::checkpoint_blobs{fl::checkpoint_snapshot(d)});
+  r.read_checkpoint(fl::checkpoint_blobs::of_snapshot(fl::checkpoint_snapshot(d)));
   CHECK(r.expires_at(4) == 350u);
 }
 
@@ -269,7 +269,7 @@ TEST_CASE("R-DEDUP-6: a snapshot and its restore give identical subsequent behav
   CHECK(saved.find("FLDW") == 15);  // header (4 + 2 + 1), then the state's length (8)
 
   ClickDedup b{10, "restored"};
-  b.read_checkpoint(fl::checkpoint_blobs{saved});
+  b.read_checkpoint(fl::checkpoint_blobs::of_snapshot(saved));
   CHECK(b.delay() == a.delay());
   CHECK(b.watermark() == a.watermark());
   CHECK(b.state_keys() == a.state_keys());
@@ -298,7 +298,7 @@ TEST_CASE("R-DEDUP-6: chrono state and multi-input watermarks survive a round tr
   a.process(0, std::vector<TimedClick>{{"s", 1, t0}});
   a.process(2, std::vector<TimedClick>{{"s", 2, t0 + 10s}});
   D b{1min, "b", fl::DedupOptions{.inputs = 3, .policy = fl::watermark_policy::max}};
-  b.read_checkpoint(fl::checkpoint_blobs{fl::checkpoint_snapshot(a)});
+  b.read_checkpoint(fl::checkpoint_blobs::of_snapshot(fl::checkpoint_snapshot(a)));
   CHECK(b.policy() == fl::watermark_policy::max);
   CHECK(b.input_watermark(0) == t0 - 1min);
   CHECK(b.input_watermark(1) == std::nullopt);
@@ -316,7 +316,7 @@ TEST_CASE("R-DEDUP-6: malformed state is rejected and leaves the operator unchan
   const std::string before = fl::checkpoint_snapshot(b);
 
   const auto rejects = [&](const std::string& data) {
-    CHECK_THROWS_AS(b.read_checkpoint(fl::checkpoint_blobs{data}), fl::error);
+    CHECK_THROWS_AS(b.read_checkpoint(fl::checkpoint_blobs::of_snapshot(data)), fl::error);
     CHECK(fl::checkpoint_snapshot(b) == before);
   };
   const std::size_t state_at = good.find("FLDW");
@@ -335,11 +335,12 @@ TEST_CASE("R-DEDUP-6: malformed state is rejected and leaves the operator unchan
   wrong_state[state_at + 4] = 9;  // the state's own version
   rejects(wrong_state);
   ClickDedup two_inputs{10, "two", fl::DedupOptions{.inputs = 2}};
-  CHECK_THROWS_AS(two_inputs.read_checkpoint(fl::checkpoint_blobs{good}), fl::error);
+  const auto good_blobs = fl::checkpoint_blobs::of_snapshot(good);
+  CHECK_THROWS_AS(two_inputs.read_checkpoint(good_blobs), fl::error);
   fl::DedupWithinWatermark<fl::Key<&Event::id>, fl::EventTime<&Event::ts>> narrow{std::int32_t{1}};
-  CHECK_THROWS_AS(narrow.read_checkpoint(fl::checkpoint_blobs{good}), fl::error);  // another event-time type
+  CHECK_THROWS_AS(narrow.read_checkpoint(good_blobs), fl::error);  // another event-time type
   try {
-    b.read_checkpoint(fl::checkpoint_blobs{good.substr(0, 10)});
+    b.read_checkpoint(fl::checkpoint_blobs::of_snapshot(good.substr(0, 10)));
     FAIL("expected an error");
   } catch (const fl::error& e) {
     CHECK(e.code() == fl::errc::checkpoint_corrupt);
