@@ -229,15 +229,9 @@ class TableOptions {
   /// PARTITIONED BY (Cols...): schema names, checked at compile time.
   template <detail::fixed_string... Cols>
   TableOptions<Row, detail::partition_layout<Cols...>> partitioned_by() && {
-    static_assert(std::is_same_v<Layout, detail::no_layout>,
-                  "flowlib table options: PARTITIONED BY and CLUSTER BY cannot be combined, "
-                  "and each is given once; choose either partitioned_by<...>() or "
-                  "cluster_by<...>() (R-TABLE-3).");
     static_assert(sizeof...(Cols) > 0,
                   "flowlib table options: partitioned_by<...>() needs at least one column.");
-    static_assert(detail::table_layout_check<Row, detail::partition_layout<Cols...>>::ok);
-    TableOptions<Row, detail::partition_layout<Cols...>> out;
-    out.s_ = std::move(s_);
+    auto out = std::move(*this).template with_layout<detail::partition_layout<Cols...>>();
     out.s_.partition_columns = {Cols.view()...};
     return out;
   }
@@ -245,15 +239,9 @@ class TableOptions {
   /// CLUSTER BY (Cols...): schema names, checked at compile time.
   template <detail::fixed_string... Cols>
   TableOptions<Row, detail::cluster_layout<Cols...>> cluster_by() && {
-    static_assert(std::is_same_v<Layout, detail::no_layout>,
-                  "flowlib table options: PARTITIONED BY and CLUSTER BY cannot be combined, "
-                  "and each is given once; choose either partitioned_by<...>() or "
-                  "cluster_by<...>() (R-TABLE-3).");
     static_assert(sizeof...(Cols) > 0,
                   "flowlib table options: cluster_by<...>() needs at least one column.");
-    static_assert(detail::table_layout_check<Row, detail::cluster_layout<Cols...>>::ok);
-    TableOptions<Row, detail::cluster_layout<Cols...>> out;
-    out.s_ = std::move(s_);
+    auto out = std::move(*this).template with_layout<detail::cluster_layout<Cols...>>();
     out.s_.cluster_columns = {Cols.view()...};
     return out;
   }
@@ -311,6 +299,21 @@ class TableOptions {
   friend class TableOptions;
   template <class, class>
   friend class table_base;
+
+  // These options with layout L (partitioned_by, cluster_by): given once,
+  // and never both; L's columns are checked against the row's schema.
+  template <class L>
+  TableOptions<Row, L> with_layout() && {
+    static_assert(std::is_same_v<Layout, detail::no_layout>,
+                  "flowlib table options: PARTITIONED BY and CLUSTER BY cannot be combined, "
+                  "and each is given once; choose either partitioned_by<...>() or "
+                  "cluster_by<...>() (R-TABLE-3).");
+    static_assert(detail::table_layout_check<Row, L>::ok);
+    TableOptions<Row, L> out;
+    out.s_ = std::move(s_);
+    return out;
+  }
+
   detail::table_settings<Row> s_;
 };
 

@@ -90,13 +90,9 @@ class MemoryCheckpoint final : public checkpoint_store {
       // ("a-b" < "a/c" while "a" < "a-b"): keep the list sorted by name.
       if (names.empty() || names.back() != name) names.push_back(std::move(name));
     }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    return names;
+    return detail::listed_names(std::move(names));
   }
 
-  /// @brief Removes the record at `path` and every record under it ("" is
-  /// everything).
   void remove(std::string_view path) override {
     detail::check_record_path(path, describe(), true);
     std::lock_guard lock(mutex_);

@@ -151,13 +151,9 @@ class SqliteCheckpoint final : public checkpoint_store {
       const std::string_view rest = s.column_text(0).substr(prefix.size());
       names.emplace_back(rest.substr(0, rest.find('/')));
     }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    return names;
+    return detail::listed_names(std::move(names));
   }
 
-  /// @brief Removes the record at `path` and every record under it ("" is
-  /// everything).
   void remove(std::string_view path) override {
     detail::check_record_path(path, describe(), true);
     std::lock_guard lock(mutex_);

@@ -36,10 +36,12 @@
 #include <flowlib/detail/crc32.hpp>
 #include <flowlib/error.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace flowlib::detail {
 
@@ -159,6 +161,13 @@ inline std::string_view unframe(std::string_view bytes, std::string_view where) 
                                   " (this build reads version 1 records without flags)");
   }
   return bytes.substr(checkpoint_record_header, payload_size);
+}
+
+/// @brief What list() returns: `names` sorted, each once.
+inline std::vector<std::string> listed_names(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 /// @brief Throws errc::invalid_argument, naming `store`, unless `path` is a

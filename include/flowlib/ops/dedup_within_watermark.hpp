@@ -463,6 +463,21 @@ class DedupWithinWatermark {
       if (const std::size_t hint = detail::size_hint(batch); hint > out.capacity() - out.size()) {
         out.reserve(out.size() + hint);
       }
+      // One row: late (counted, dropped) or accepted; `hash_of(r)` gives its
+      // key's hash, asked only for a row that is not late.
+      const auto one = [&](auto&& in, const auto& hash_of) {
+        const row_type& r = in;
+        ++st.input_rows;
+        const rep et = time_traits::to_rep(time_(r));
+        any = true;
+        if (max_et < et) max_et = et;
+        if (wm && et <= *wm) {
+          ++st.late_rows;
+          return;
+        }
+        accept<move>(s, std::forward<decltype(in)>(in), r, hash_of(r), et, free_used, spare,
+                     filed, out, st);
+      };
       if constexpr (std::ranges::random_access_range<R> && std::ranges::sized_range<R>) {
         // Hashes are computed prefetch_distance rows ahead and kept in a
         // small ring, so every probe finds its index group in cache.
@@ -479,32 +494,12 @@ class DedupWithinWatermark {
         for (std::size_t j = 0; j < std::min(n, prefetch_distance); ++j) prime(j);
         for (std::size_t i = 0; i < n; ++i) {
           if (i + prefetch_distance < n) prime(i + prefetch_distance);
-          auto&& in = first[static_cast<std::ptrdiff_t>(i)];
-          const row_type& r = in;
-          ++st.input_rows;
-          const rep et = time_traits::to_rep(time_(r));
-          any = true;
-          if (max_et < et) max_et = et;
-          if (wm && et <= *wm) {
-            ++st.late_rows;
-            continue;
-          }
-          accept<move>(s, std::forward<decltype(in)>(in), r, hashes[i % ring], et, free_used, spare,
-                       filed, out, st);
+          one(first[static_cast<std::ptrdiff_t>(i)],
+              [&](const row_type&) noexcept { return hashes[i % ring]; });
         }
       } else {
         for (auto&& in : batch) {
-          const row_type& r = in;
-          ++st.input_rows;
-          const rep et = time_traits::to_rep(time_(r));
-          any = true;
-          if (max_et < et) max_et = et;
-          if (wm && et <= *wm) {
-            ++st.late_rows;
-            continue;
-          }
-          accept<move>(s, std::forward<decltype(in)>(in), r, traits::hash(key_, r), et, free_used,
-                       spare, filed, out, st);
+          one(std::forward<decltype(in)>(in), [&](const row_type& r) { return traits::hash(key_, r); });
         }
       }
       // Make the eviction below infallible: room for every position it may

@@ -47,6 +47,19 @@
 
 namespace flowlib::detail {
 
+/// Checks that a table a pipeline writes keeps a change journal.
+template <class Table>
+consteval bool journaled_target() {
+  static_assert(requires(typename Table::store_type& s) {
+                  s.begin_journal();
+                  s.commit_journal();
+                  s.rollback_journal();
+                },
+                "flowlib pipeline: the table's storage must keep a change journal (the "
+                "pipeline undoes a failed micro-batch with it); MemoryStorage does.");
+  return true;
+}
+
 /// What the builder needs of the pipeline (implemented by Pipeline).
 class flow_registry {
  public:
@@ -105,13 +118,7 @@ class replace_where_query_builder {
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only append "
                   "flows (INSERT BY NAME); write REPLACE WHERE into a flowlib::StreamingTable "
                   "(R-WHERE-9).");
-    static_assert(requires(typename Table::store_type& s) {
-                    s.begin_journal();
-                    s.commit_journal();
-                    s.rollback_journal();
-                  },
-                  "flowlib pipeline: the table's storage must keep a change journal (the "
-                  "pipeline undoes a failed micro-batch with it); MemoryStorage does.");
+    static_assert(journaled_target<Table>());
     static_assert(std::is_invocable_v<Query&, std::span<const typename Sources::row_type>...>,
                   "flowlib pipeline: REPLACE WHERE's query must be callable as "
                   "fn(std::span<const S1>, std::span<const S2>, ...), one span per source in "
@@ -301,13 +308,7 @@ class flow_builder {
                   "flowlib pipeline: the flow policy does not take the source's rows: REPLACE "
                   "USING takes its Key/Seq row type, AUTO CDC its change type, AUTO CDC FROM "
                   "SNAPSHOT flowlib::Snapshot<Row, Version> records.");
-    static_assert(requires(typename Table::store_type& s) {
-                    s.begin_journal();
-                    s.commit_journal();
-                    s.rollback_journal();
-                  },
-                  "flowlib pipeline: the table's storage must keep a change journal (the "
-                  "pipeline undoes a failed micro-batch with it); MemoryStorage does.");
+    static_assert(journaled_target<Table>());
     static_assert(!std::is_same_v<typename Table::row_type, void>);
     using R = typed_flow_runner<Source, Table, Policy, Checks, Stages...>;
     auto runner = std::make_unique<R>(std::move(name_), *source_, &table, std::move(policy),
