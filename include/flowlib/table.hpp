@@ -518,7 +518,6 @@ class table_base {
   bool exclusive_ = false;
 };
 
-
 /// @brief A table written by flows of any type (R-TABLE-1). Storage is a
 /// storage policy (MemoryStorage by default). See the header comment.
 template <class Row, class Storage = MemoryStorage>
@@ -526,12 +525,8 @@ class StreamingTable : public table_base<Row, Storage> {
   using base = table_base<Row, Storage>;
 
  public:
-  StreamingTable() = default;
-  explicit StreamingTable(std::string name) : base(std::move(name)) {}
-  /// A table with options (R-TABLE-3); see flowlib::table_options().
-  template <class Layout>
-  StreamingTable(std::string name, TableOptions<Row, Layout> options)
-      : base(std::move(name), std::move(options)) {}
+  /// (), (name), and (name, options) (R-TABLE-3; see flowlib::table_options()).
+  using base::base;
 };
 
 /// @brief A table that accepts only append flows (INSERT BY NAME,
@@ -541,12 +536,8 @@ class ManagedTable : public table_base<Row, Storage> {
   using base = table_base<Row, Storage>;
 
  public:
-  ManagedTable() = default;
-  explicit ManagedTable(std::string name) : base(std::move(name)) {}
-  /// A table with options (R-TABLE-3); see flowlib::table_options().
-  template <class Layout>
-  ManagedTable(std::string name, TableOptions<Row, Layout> options)
-      : base(std::move(name), std::move(options)) {}
+  /// (), (name), and (name, options) (R-TABLE-3; see flowlib::table_options()).
+  using base::base;
 
   /// As StreamingTable's, but only append flows may claim a managed table.
   /// Every other flow type takes its target alone (`exclusive`: REPLACE
