@@ -71,59 +71,32 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace flowlib {
 namespace detail {
 
-/// The SqliteStorage row store: a memory_row_store that an attached table
-/// writes through to SQLite. See the header comment.
-template <class Row>
-class sqlite_row_store : public memory_row_store<Row> {
-  using base = memory_row_store<Row>;
-  using codec = sqlite_row_codec<Row>;
-
+/// What a SqliteStorage table does in SQL that does not depend on its row
+/// type: it checks the checkpoint and the name, creates or checks the SQL
+/// tables, prepares the statements and keeps the committed marks. Compiled
+/// once per program, not once per row type; the store binds and reads the
+/// rows (sqlite_row_codec). See the header comment.
+class sqlite_table_sql {
  public:
-  using row_type = Row;
-  /// Rows survive the process once attached (the pipeline requires a
-  /// durable checkpoint, and a SqliteCheckpoint in particular).
-  static constexpr bool durable = true;
+  /// The columns of a row type, after the id column the SQL tables start with.
+  using columns = std::vector<sqlite_column_def>;
 
-  sqlite_row_store() = default;
-
-  /// Removes every row; an attached store deletes them from SQL at the next
-  /// write_changes().
-  void clear() noexcept {
-    base::clear();
-    cleared_ = true;
-  }
-  /// As the memory store's; an attached store also takes the changes it
-  /// wrote since as committed (call it after the transaction committed).
-  void commit_journal() noexcept {
-    base::commit_journal();
-    mark_committed();
-  }
-  /// As the memory store's; what write_changes() wrote is forgotten (the
-  /// transaction it was in is rolled back with the batch).
-  void rollback_journal() noexcept {
-    base::rollback_journal();
-    written_ = false;
-  }
-
-  /// Whether the store is attached to a database.
-  bool attached() const noexcept { return db_ != nullptr; }
-
-  /// Attaches the store of table `table` (its append log `log`) to the
-  /// database of `checkpoint`, which must be a SqliteCheckpoint: creates or
-  /// checks the SQL tables and loads the rows and the log (see the header
-  /// comment). Not while a journal is open. Throws errc::checkpoint_mismatch,
-  /// errc::invalid_argument or errc::storage_io, writing nothing.
-  void attach(checkpoint_store& checkpoint, const std::string& table, row_log<Row>& log) {
-    assert(!this->journaling() && "flowlib::SqliteStorage: attach() while a journal is open");
+  /// The database of `checkpoint` for table `table`: checks that the
+  /// checkpoint is a SqliteCheckpoint and that the name is allowed.
+  static std::shared_ptr<sqlite_connection> connect(checkpoint_store& checkpoint,
+                                                    const std::string& table,
+                                                    std::string& describe) {
     const auto* ck = dynamic_cast<const SqliteCheckpoint*>(&checkpoint);
     if (ck == nullptr) {
       throw error(errc::checkpoint_mismatch, table, "", "",
@@ -139,171 +112,19 @@ class sqlite_row_store : public memory_row_store<Row> {
                   "not empty and does not start with 'sqlite_' or 'flowlib_'; give the table "
                   "such a name");
     }
-    const auto db = ck->connection();
-    const sqlite_connection& c = *db;
-    const std::string log_table = table + "__flowlib_log";
-    std::vector<std::pair<row_id, Row>> rows;
-    row_log<Row> loaded(log.owner());
-    std::uint64_t bound = 0, log_end = 0;
-    {
-      sqlite_savepoint sp(c, errc::storage_io, table);
-      ensure_table(c, table, table, "__flowlib_row_id");
-      ensure_table(c, table, log_table, "__flowlib_offset");
-      {
-        sqlite_stmt s(c, "SELECT id_bound, log_end FROM flowlib_tables WHERE name = ?1",
-                      errc::storage_io, table);
-        s.bind_text(1, table);
-        if (s.step("reading table '" + table + "' in " + ck->describe())) {
-          bound = static_cast<std::uint64_t>(s.column_int(0));
-          log_end = static_cast<std::uint64_t>(s.column_int(1));
-        }
-      }
-      read_rows(c, table, table, "__flowlib_row_id", [&](std::uint64_t id, Row&& r) {
-        if (id >= std::uint64_t{0xffffffff}) bad_row(table, table, id, "a row id above 2^32-2");
-        if (!rows.empty() && rows.back().first >= id) bad_row(table, table, id, "ids out of order");
-        rows.emplace_back(static_cast<row_id>(id), std::move(r));
-        if (id + 1 > bound) bound = id + 1;
-      });
-      bool any = false;
-      std::uint64_t next = 0;
-      read_rows(c, table, log_table, "__flowlib_offset", [&](std::uint64_t off, Row&& r) {
-        if (!any) {
-          loaded.restart_at(off);
-          next = off;
-          any = true;
-        }
-        if (off != next) bad_row(table, log_table, off, "a gap in the append log's offsets");
-        loaded.append(r);
-        ++next;
-      });
-      if (!any) {
-        loaded.restart_at(log_end);
-      } else if (next < log_end) {
-        bad_row(table, log_table, next, "fewer rows than flowlib_tables records (log_end " +
-                                            std::to_string(log_end) + ")");
-      }
-      sp.release();
-    }
-    // Everything was read: only now is anything in memory replaced.
-    base::restore_rows(rows, static_cast<std::size_t>(bound));
-    log = std::move(loaded);
-    stmts_ = {};
-    db_ = db;
-    table_ = table;
-    log_table_ = log_table;
-    log_ = &log;
-    describe_ = ck->describe();
-    cleared_ = written_ = false;
-    committed_ = {static_cast<std::uint64_t>(base::id_bound()), log.begin_offset(), log.end_offset()};
+    describe = ck->describe();
+    return ck->connection();
   }
 
-  /// Detaches the store: it keeps its rows in memory and writes nothing.
-  void detach() noexcept {
-    stmts_ = {};
-    db_.reset();
-    log_ = nullptr;
-  }
-
-  /// Writes the changes since the last commit to the database (see the
-  /// header comment); nothing when unattached. Call inside the batch's
-  /// transaction, with the journal still open (or after a clear()). Throws
-  /// errc::storage_io.
-  void write_changes() {
-    if (db_ == nullptr) return;
-    const sqlite_connection& c = *db_;
-    const std::string what = "writing table '" + table_ + "' in " + describe_;
-    auto& upsert = prepared(stmts_.upsert, [&] { return insert_sql(table_, "__flowlib_row_id"); });
-    if (cleared_) {
-      c.exec("DELETE FROM " + sql_quote(table_), errc::storage_io, table_, what);
-      base::for_each_row([&](row_id id, const Row& r) { write_row(upsert, id, r, what); });
-    } else {
-      auto& del = prepared(stmts_.erase, [&] {
-        return "DELETE FROM " + sql_quote(table_) + " WHERE \"__flowlib_row_id\" = ?1";
-      });
-      ids_.clear();
-      base::journal_erased(ids_);
-      for (const row_id id : ids_) {
-        del.bind_int(1, id);
-        del.run(what);
-      }
-      ids_.clear();
-      base::journal_changed(ids_);
-      const base& self = *this;
-      for (const row_id id : ids_) write_row(upsert, id, self.get(id), what);
-    }
-    const std::uint64_t begin = log_->begin_offset(), end = log_->end_offset();
-    if (begin > committed_.log_begin) {
-      auto& trim = prepared(stmts_.log_trim, [&] {
-        return "DELETE FROM " + sql_quote(log_table_) + " WHERE \"__flowlib_offset\" < ?1";
-      });
-      trim.bind_int(1, static_cast<std::int64_t>(begin));
-      trim.run(what);
-    }
-    const std::uint64_t from = std::max(begin, committed_.log_end);
-    if (end > from) {
-      auto& ins = prepared(stmts_.log_insert, [&] { return insert_sql(log_table_, "__flowlib_offset"); });
-      log_rows_.clear();
-      log_->read(from, end, log_rows_);
-      std::uint64_t off = from;
-      for (const Row& r : log_rows_) {
-        ins.bind_int(1, static_cast<std::int64_t>(off++));
-        codec::bind(ins, 2, r);
-        ins.run(what);
-      }
-      log_rows_.clear();
-    }
-    pending_ = {static_cast<std::uint64_t>(base::id_bound()), begin, end};
-    if (pending_.bound != committed_.bound || pending_.log_begin != committed_.log_begin ||
-        pending_.log_end != committed_.log_end || cleared_) {
-      auto& t = prepared(stmts_.tables, [] {
-        return std::string(
-            "INSERT OR REPLACE INTO flowlib_tables(name, id_bound, log_begin, log_end) "
-            "VALUES(?1, ?2, ?3, ?4)");
-      });
-      t.bind_text(1, table_);
-      t.bind_int(2, static_cast<std::int64_t>(pending_.bound));
-      t.bind_int(3, static_cast<std::int64_t>(pending_.log_begin));
-      t.bind_int(4, static_cast<std::int64_t>(pending_.log_end));
-      t.run(what);
-    }
-    written_ = true;
-  }
-
- private:
-  struct statements {
-    sqlite_stmt upsert, erase, log_insert, log_trim, tables;
-  };
-  struct marks {
-    std::uint64_t bound = 0, log_begin = 0, log_end = 0;
-  };
-
-  void mark_committed() noexcept {
-    if (!written_) return;
-    committed_ = pending_;
-    cleared_ = false;
-    written_ = false;
-  }
-
-  template <class Make>
-  sqlite_stmt& prepared(sqlite_stmt& s, Make&& sql) {
-    if (!s) s = sqlite_stmt(*db_, sql(), errc::storage_io, table_);
-    return s;
-  }
-
-  void write_row(sqlite_stmt& upsert, row_id id, const Row& r, const std::string& what) {
-    upsert.bind_int(1, id);
-    codec::bind(upsert, 2, r);
-    upsert.run(what);
-  }
-
-  static std::vector<sqlite_column_def> expected(std::string_view id_column) {
-    std::vector<sqlite_column_def> cols{{std::string(id_column), "INTEGER", false}};
-    codec::columns(cols);
+  /// The row type's columns after `id_column`.
+  static columns with_id(std::string_view id_column, columns row_columns) {
+    columns cols{{std::string(id_column), "INTEGER", false}};
+    cols.insert(cols.end(), std::make_move_iterator(row_columns.begin()),
+                std::make_move_iterator(row_columns.end()));
     return cols;
   }
 
-  static std::string insert_sql(const std::string& table, std::string_view id_column) {
-    const auto cols = expected(id_column);
+  static std::string insert_sql(const std::string& table, const columns& cols) {
     std::string sql = "INSERT OR REPLACE INTO " + sql_quote(table) + "(";
     std::string values = ") VALUES(";
     for (std::size_t i = 0; i < cols.size(); ++i) {
@@ -317,11 +138,16 @@ class sqlite_row_store : public memory_row_store<Row> {
     return sql + values + ")";
   }
 
-  // Creates `sql_table` with the row type's columns, or checks the columns
-  // of the one there (see the header comment).
+  static std::string select_sql(const std::string& table, const columns& cols) {
+    std::string sql = "SELECT ";
+    for (std::size_t i = 0; i < cols.size(); ++i) sql += (i != 0 ? ", " : "") + sql_quote(cols[i].name);
+    return sql + " FROM " + sql_quote(table) + " ORDER BY 1";
+  }
+
+  // Creates `sql_table` with columns `cols`, or checks the columns of the
+  // one there (see the header comment).
   static void ensure_table(const sqlite_connection& c, const std::string& owner,
-                           const std::string& sql_table, std::string_view id_column) {
-    const auto cols = expected(id_column);
+                           const std::string& sql_table, const columns& cols) {
     std::vector<std::pair<std::string, std::string>> have;
     {
       sqlite_stmt s(c, "SELECT name, type FROM pragma_table_info(?1)", errc::storage_io, owner);
@@ -362,27 +188,24 @@ class sqlite_row_store : public memory_row_store<Row> {
     }
   }
 
-  // Calls f(id, row) for every row of `sql_table`, by increasing id.
-  template <class F>
-  static void read_rows(const sqlite_connection& c, const std::string& owner,
-                        const std::string& sql_table, std::string_view id_column, F&& f) {
-    const auto cols = expected(id_column);
-    std::string sql = "SELECT ";
-    for (std::size_t i = 0; i < cols.size(); ++i) sql += (i != 0 ? ", " : "") + sql_quote(cols[i].name);
-    sql += " FROM " + sql_quote(sql_table) + " ORDER BY 1";
-    sqlite_stmt s(c, sql, errc::storage_io, owner);
-    while (s.step("reading SQL table '" + sql_table + "'")) {
-      const auto id = static_cast<std::uint64_t>(s.column_int(0));
-      if (s.column_int(0) < 0) bad_row(owner, sql_table, id, "a negative id");
-      Row r{};
-      const std::string_view bad = codec::read(s, 1, r);
-      if (!bad.empty()) {
-        throw error(errc::storage_io, owner, std::string(bad), cols.front().name + "=" + std::to_string(id),
-                    "SQL table '" + sql_table +
-                        "' holds NULL or a value that cannot be read as the column's C++ type");
-      }
-      f(id, std::move(r));
-    }
+  /// The id bound and the append log's end saved for `table` (0, 0 when
+  /// none is saved).
+  static std::pair<std::uint64_t, std::uint64_t> saved_marks(const sqlite_connection& c,
+                                                             const std::string& table,
+                                                             const std::string& describe) {
+    sqlite_stmt s(c, "SELECT id_bound, log_end FROM flowlib_tables WHERE name = ?1",
+                  errc::storage_io, table);
+    s.bind_text(1, table);
+    if (!s.step("reading table '" + table + "' in " + describe)) return {0, 0};
+    return {static_cast<std::uint64_t>(s.column_int(0)), static_cast<std::uint64_t>(s.column_int(1))};
+  }
+
+  /// The id of the current row of a read: not negative.
+  static std::uint64_t row_id_of(const sqlite_stmt& s, const std::string& owner,
+                                 const std::string& sql_table) {
+    const std::int64_t id = s.column_int(0);
+    if (id < 0) bad_row(owner, sql_table, static_cast<std::uint64_t>(id), "a negative id");
+    return static_cast<std::uint64_t>(id);
   }
 
   [[noreturn]] static void bad_row(const std::string& owner, const std::string& sql_table,
@@ -390,14 +213,287 @@ class sqlite_row_store : public memory_row_store<Row> {
     throw error(errc::storage_io, owner, "", "id=" + std::to_string(id),
                 "SQL table '" + sql_table + "' holds " + what + "; nothing was loaded");
   }
+  [[noreturn]] static void bad_value(const std::string& owner, const std::string& sql_table,
+                                     std::string_view column, const std::string& id) {
+    throw error(errc::storage_io, owner, std::string(column), id,
+                "SQL table '" + sql_table +
+                    "' holds NULL or a value that cannot be read as the column's C++ type");
+  }
+
+  // --- Attached: the database, the statements, the committed marks ------------------
+
+  /// Attached to `db` for SQL tables `table` and `log_table`, with the
+  /// given columns (the id column first) and committed marks.
+  void attach(std::shared_ptr<sqlite_connection> db, std::string table, std::string describe,
+              columns row_cols, columns log_cols, std::uint64_t bound, std::uint64_t log_begin,
+              std::uint64_t log_end) {
+    stmts_ = {};
+    db_ = std::move(db);
+    table_ = std::move(table);
+    log_table_ = table_ + "__flowlib_log";
+    describe_ = std::move(describe);
+    row_cols_ = std::move(row_cols);
+    log_cols_ = std::move(log_cols);
+    cleared_ = written_ = false;
+    committed_ = {bound, log_begin, log_end};
+  }
+  void detach() noexcept {
+    stmts_ = {};
+    db_.reset();
+  }
+  bool attached() const noexcept { return db_ != nullptr; }
+  void cleared() noexcept { cleared_ = true; }
+
+  /// Starts writing a batch's changes: with `clear` pending, every row of
+  /// the SQL table is deleted first. Returns what errors say is being done.
+  std::string begin_write() {
+    std::string what = "writing table '" + table_ + "' in " + describe_;
+    if (cleared_) db_->exec("DELETE FROM " + sql_quote(table_), errc::storage_io, table_, what);
+    return what;
+  }
+  bool clearing() const noexcept { return cleared_; }
+  /// INSERT OR REPLACE of a row, its id bound to parameter 1.
+  sqlite_stmt& upsert() {
+    return prepared(stmts_.upsert, [&] { return insert_sql(table_, row_cols_); });
+  }
+  /// Deletes row `id`.
+  void erase(std::int64_t id, const std::string& what) {
+    auto& del = prepared(stmts_.erase, [&] {
+      return "DELETE FROM " + sql_quote(table_) + " WHERE \"__flowlib_row_id\" = ?1";
+    });
+    del.bind_int(1, id);
+    del.run(what);
+  }
+  /// Deletes the append log's rows before `begin` when it moved since the
+  /// last commit; returns the first log offset not written yet.
+  std::uint64_t trim_log(std::uint64_t begin, const std::string& what) {
+    if (begin > committed_.log_begin) {
+      auto& trim = prepared(stmts_.log_trim, [&] {
+        return "DELETE FROM " + sql_quote(log_table_) + " WHERE \"__flowlib_offset\" < ?1";
+      });
+      trim.bind_int(1, static_cast<std::int64_t>(begin));
+      trim.run(what);
+    }
+    return std::max(begin, committed_.log_end);
+  }
+  /// INSERT OR REPLACE of an append log row, its offset bound to parameter 1.
+  sqlite_stmt& log_insert() {
+    return prepared(stmts_.log_insert, [&] { return insert_sql(log_table_, log_cols_); });
+  }
+  /// Ends writing a batch: records the new marks in flowlib_tables when
+  /// they changed.
+  void end_write(std::uint64_t bound, std::uint64_t log_begin, std::uint64_t log_end,
+                 const std::string& what) {
+    pending_ = {bound, log_begin, log_end};
+    if (pending_.bound != committed_.bound || pending_.log_begin != committed_.log_begin ||
+        pending_.log_end != committed_.log_end || cleared_) {
+      auto& t = prepared(stmts_.tables, [] {
+        return std::string(
+            "INSERT OR REPLACE INTO flowlib_tables(name, id_bound, log_begin, log_end) "
+            "VALUES(?1, ?2, ?3, ?4)");
+      });
+      t.bind_text(1, table_);
+      t.bind_int(2, static_cast<std::int64_t>(pending_.bound));
+      t.bind_int(3, static_cast<std::int64_t>(pending_.log_begin));
+      t.bind_int(4, static_cast<std::int64_t>(pending_.log_end));
+      t.run(what);
+    }
+    written_ = true;
+  }
+  /// The batch's transaction committed: what was written is committed.
+  void mark_committed() noexcept {
+    if (!written_) return;
+    committed_ = pending_;
+    cleared_ = false;
+    written_ = false;
+  }
+  /// The batch's transaction rolled back: what was written is forgotten.
+  void mark_rolled_back() noexcept { written_ = false; }
+
+ private:
+  struct statements {
+    sqlite_stmt upsert, erase, log_insert, log_trim, tables;
+  };
+  struct marks {
+    std::uint64_t bound = 0, log_begin = 0, log_end = 0;
+  };
+
+  template <class Make>
+  sqlite_stmt& prepared(sqlite_stmt& s, Make&& sql) {
+    if (!s) s = sqlite_stmt(*db_, sql(), errc::storage_io, table_);
+    return s;
+  }
 
   std::shared_ptr<sqlite_connection> db_;
   std::string table_, log_table_, describe_;
-  row_log<Row>* log_ = nullptr;
+  columns row_cols_, log_cols_;
   statements stmts_;
   marks committed_, pending_;
   bool cleared_ = false;  // a clear() not yet written and committed
   bool written_ = false;  // write_changes() ran since the last commit or rollback
+};
+
+/// The SqliteStorage row store: a memory_row_store that an attached table
+/// writes through to SQLite. See the header comment.
+template <class Row>
+class sqlite_row_store : public memory_row_store<Row> {
+  using base = memory_row_store<Row>;
+  using codec = sqlite_row_codec<Row>;
+  using sql = sqlite_table_sql;
+
+ public:
+  using row_type = Row;
+  /// Rows survive the process once attached (the pipeline requires a
+  /// durable checkpoint, and a SqliteCheckpoint in particular).
+  static constexpr bool durable = true;
+
+  sqlite_row_store() = default;
+
+  /// Removes every row; an attached store deletes them from SQL at the next
+  /// write_changes().
+  void clear() noexcept {
+    base::clear();
+    sql_.cleared();
+  }
+  /// As the memory store's; an attached store also takes the changes it
+  /// wrote since as committed (call it after the transaction committed).
+  void commit_journal() noexcept {
+    base::commit_journal();
+    sql_.mark_committed();
+  }
+  /// As the memory store's; what write_changes() wrote is forgotten (the
+  /// transaction it was in is rolled back with the batch).
+  void rollback_journal() noexcept {
+    base::rollback_journal();
+    sql_.mark_rolled_back();
+  }
+
+  /// Whether the store is attached to a database.
+  bool attached() const noexcept { return sql_.attached(); }
+
+  /// Attaches the store of table `table` (its append log `log`) to the
+  /// database of `checkpoint`, which must be a SqliteCheckpoint: creates or
+  /// checks the SQL tables and loads the rows and the log (see the header
+  /// comment). Not while a journal is open. Throws errc::checkpoint_mismatch,
+  /// errc::invalid_argument or errc::storage_io, writing nothing.
+  void attach(checkpoint_store& checkpoint, const std::string& table, row_log<Row>& log) {
+    assert(!this->journaling() && "flowlib::SqliteStorage: attach() while a journal is open");
+    std::string describe;
+    auto db = sql::connect(checkpoint, table, describe);
+    const sqlite_connection& c = *db;
+    const std::string log_table = table + "__flowlib_log";
+    auto row_cols = sql::with_id("__flowlib_row_id", row_columns());
+    auto log_cols = sql::with_id("__flowlib_offset", row_columns());
+    std::vector<std::pair<row_id, Row>> rows;
+    row_log<Row> loaded(log.owner());
+    std::uint64_t bound = 0, log_end = 0;
+    {
+      sqlite_savepoint sp(c, errc::storage_io, table);
+      sql::ensure_table(c, table, table, row_cols);
+      sql::ensure_table(c, table, log_table, log_cols);
+      std::tie(bound, log_end) = sql::saved_marks(c, table, describe);
+      read_rows(c, table, table, row_cols, [&](std::uint64_t id, Row&& r) {
+        if (id >= std::uint64_t{0xffffffff}) sql::bad_row(table, table, id, "a row id above 2^32-2");
+        if (!rows.empty() && rows.back().first >= id) sql::bad_row(table, table, id, "ids out of order");
+        rows.emplace_back(static_cast<row_id>(id), std::move(r));
+        if (id + 1 > bound) bound = id + 1;
+      });
+      bool any = false;
+      std::uint64_t next = 0;
+      read_rows(c, table, log_table, log_cols, [&](std::uint64_t off, Row&& r) {
+        if (!any) {
+          loaded.restart_at(off);
+          next = off;
+          any = true;
+        }
+        if (off != next) sql::bad_row(table, log_table, off, "a gap in the append log's offsets");
+        loaded.append(r);
+        ++next;
+      });
+      if (!any) {
+        loaded.restart_at(log_end);
+      } else if (next < log_end) {
+        sql::bad_row(table, log_table, next, "fewer rows than flowlib_tables records (log_end " +
+                                                 std::to_string(log_end) + ")");
+      }
+      sp.release();
+    }
+    // Everything was read: only now is anything in memory replaced.
+    base::restore_rows(rows, static_cast<std::size_t>(bound));
+    log = std::move(loaded);
+    log_ = &log;
+    sql_.attach(std::move(db), table, std::move(describe), std::move(row_cols), std::move(log_cols),
+                static_cast<std::uint64_t>(base::id_bound()), log.begin_offset(), log.end_offset());
+  }
+
+  /// Detaches the store: it keeps its rows in memory and writes nothing.
+  void detach() noexcept {
+    sql_.detach();
+    log_ = nullptr;
+  }
+
+  /// Writes the changes since the last commit to the database (see the
+  /// header comment); nothing when unattached. Call inside the batch's
+  /// transaction, with the journal still open (or after a clear()). Throws
+  /// errc::storage_io.
+  void write_changes() {
+    if (!sql_.attached()) return;
+    const bool rewrite = sql_.clearing();
+    const std::string what = sql_.begin_write();
+    sqlite_stmt& upsert = sql_.upsert();
+    if (rewrite) {
+      base::for_each_row([&](row_id id, const Row& r) { write_row(upsert, id, r, what); });
+    } else {
+      ids_.clear();
+      base::journal_erased(ids_);
+      for (const row_id id : ids_) sql_.erase(id, what);
+      ids_.clear();
+      base::journal_changed(ids_);
+      const base& self = *this;
+      for (const row_id id : ids_) write_row(upsert, id, self.get(id), what);
+    }
+    const std::uint64_t begin = log_->begin_offset(), end = log_->end_offset();
+    const std::uint64_t from = sql_.trim_log(begin, what);
+    if (end > from) {
+      sqlite_stmt& ins = sql_.log_insert();
+      log_rows_.clear();
+      log_->read(from, end, log_rows_);
+      std::uint64_t off = from;
+      for (const Row& r : log_rows_) write_row(ins, off++, r, what);
+      log_rows_.clear();
+    }
+    sql_.end_write(static_cast<std::uint64_t>(base::id_bound()), begin, end, what);
+  }
+
+ private:
+  static sql::columns row_columns() {
+    sql::columns cols;
+    codec::columns(cols);
+    return cols;
+  }
+
+  static void write_row(sqlite_stmt& s, std::uint64_t id, const Row& r, const std::string& what) {
+    s.bind_int(1, static_cast<std::int64_t>(id));
+    codec::bind(s, 2, r);
+    s.run(what);
+  }
+
+  // Calls f(id, row) for every row of `sql_table`, by increasing id.
+  template <class F>
+  static void read_rows(const sqlite_connection& c, const std::string& owner,
+                        const std::string& sql_table, const sql::columns& cols, F&& f) {
+    sqlite_stmt s(c, sql::select_sql(sql_table, cols), errc::storage_io, owner);
+    while (s.step("reading SQL table '" + sql_table + "'")) {
+      const std::uint64_t id = sql::row_id_of(s, owner, sql_table);
+      Row r{};
+      const std::string_view bad = codec::read(s, 1, r);
+      if (!bad.empty()) sql::bad_value(owner, sql_table, bad, cols.front().name + "=" + std::to_string(id));
+      f(id, std::move(r));
+    }
+  }
+
+  sqlite_table_sql sql_;
+  row_log<Row>* log_ = nullptr;
   std::vector<row_id> ids_;
   std::vector<Row> log_rows_;
 };
