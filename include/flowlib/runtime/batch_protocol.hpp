@@ -306,14 +306,14 @@ class batch_protocol {
     ev.end_position = p.to.to_string();
     ev.duration_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    ev.metrics.num_input_rows = committed ? out.stats.input_rows : r.rows_read();
-    ev.metrics.num_output_rows = out.output_rows;
-    ev.metrics.num_upserted_rows = out.stats.upserted_rows;
-    ev.metrics.num_deleted_rows = out.stats.deleted_rows;
-    ev.metrics.num_dropped_rows = out.stats.dropped_rows;
-    ev.metrics.num_quarantined_rows = out.quarantined_rows;
-    ev.metrics.num_deduplicated_rows = out.deduplicated_rows;
-    ev.metrics.num_late_rows = out.late_rows;
+    ev.metrics.input_rows = committed ? out.stats.input_rows : r.rows_read();
+    ev.metrics.output_rows = out.output_rows;
+    ev.metrics.upserted_rows = out.stats.upserted_rows;
+    ev.metrics.deleted_rows = out.stats.deleted_rows;
+    ev.metrics.dropped_rows = out.stats.dropped_rows;
+    ev.metrics.quarantined_rows = out.quarantined_rows;
+    ev.metrics.deduplicated_rows = out.deduplicated_rows;
+    ev.metrics.late_rows = out.late_rows;
     ev.expectations = out.stats.expectations;
     if (e != nullptr) set_error(ev, e);
     events_->flow_progress(ev);

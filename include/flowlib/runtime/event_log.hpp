@@ -98,16 +98,17 @@ struct update_progress_event {
   event_error error{};  ///< written when state == failed
 };
 
-/// @brief The row counts of one flow's batch (its `metrics`).
+/// @brief The row counts of one flow's batch (its `metrics`), named as in
+/// BatchStats and FlowUpdateSummary; the JSON names are `num_` + these.
 struct flow_metrics {
-  std::uint64_t num_input_rows = 0;
-  std::uint64_t num_output_rows = 0;
-  std::uint64_t num_upserted_rows = 0;
-  std::uint64_t num_deleted_rows = 0;
-  std::uint64_t num_dropped_rows = 0;
-  std::uint64_t num_quarantined_rows = 0;
-  std::uint64_t num_deduplicated_rows = 0;
-  std::uint64_t num_late_rows = 0;
+  std::uint64_t input_rows = 0;
+  std::uint64_t output_rows = 0;
+  std::uint64_t upserted_rows = 0;
+  std::uint64_t deleted_rows = 0;
+  std::uint64_t dropped_rows = 0;
+  std::uint64_t quarantined_rows = 0;
+  std::uint64_t deduplicated_rows = 0;
+  std::uint64_t late_rows = 0;
 };
 
 /// @brief One flow ran (or failed, or skipped) one batch.
@@ -258,14 +259,14 @@ class EventLog {
     w.key("duration_ms").value(e.duration_ms);
     const auto& m = e.metrics;
     w.key("metrics").begin_object();
-    w.key("num_input_rows").value(m.num_input_rows);
-    w.key("num_output_rows").value(m.num_output_rows);
-    w.key("num_upserted_rows").value(m.num_upserted_rows);
-    w.key("num_deleted_rows").value(m.num_deleted_rows);
-    w.key("num_dropped_rows").value(m.num_dropped_rows);
-    w.key("num_quarantined_rows").value(m.num_quarantined_rows);
-    w.key("num_deduplicated_rows").value(m.num_deduplicated_rows);
-    w.key("num_late_rows").value(m.num_late_rows);
+    w.key("num_input_rows").value(m.input_rows);
+    w.key("num_output_rows").value(m.output_rows);
+    w.key("num_upserted_rows").value(m.upserted_rows);
+    w.key("num_deleted_rows").value(m.deleted_rows);
+    w.key("num_dropped_rows").value(m.dropped_rows);
+    w.key("num_quarantined_rows").value(m.quarantined_rows);
+    w.key("num_deduplicated_rows").value(m.deduplicated_rows);
+    w.key("num_late_rows").value(m.late_rows);
     w.end_object();
     w.key("data_quality").begin_object();
     w.key("expectations").begin_array();
