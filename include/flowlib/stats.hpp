@@ -42,6 +42,33 @@ struct ExpectationMetrics {
   friend bool operator==(const ExpectationMetrics&, const ExpectationMetrics&) = default;
 };
 
+/// @brief The row counts of a flow's micro-batch in a pipeline (the event
+/// log's `metrics`, where each is named `num_` + its name) or, summed over
+/// the batches, of its update (FlowUpdateSummary).
+struct FlowRowCounts {
+  std::uint64_t input_rows = 0;         ///< source records read
+  std::uint64_t output_rows = 0;        ///< rows the flow policy or sink took
+  std::uint64_t upserted_rows = 0;      ///< rows written to the target
+  std::uint64_t deleted_rows = 0;       ///< target rows removed
+  std::uint64_t dropped_rows = 0;       ///< removed by `drop` expectations
+  std::uint64_t quarantined_rows = 0;   ///< moved to quarantine tables
+  std::uint64_t deduplicated_rows = 0;  ///< duplicates removed by the flow's dedup operators
+  std::uint64_t late_rows = 0;          ///< late rows removed by the flow's dedup operators
+
+  FlowRowCounts& operator+=(const FlowRowCounts& o) noexcept {
+    input_rows += o.input_rows;
+    output_rows += o.output_rows;
+    upserted_rows += o.upserted_rows;
+    deleted_rows += o.deleted_rows;
+    dropped_rows += o.dropped_rows;
+    quarantined_rows += o.quarantined_rows;
+    deduplicated_rows += o.deduplicated_rows;
+    late_rows += o.late_rows;
+    return *this;
+  }
+  friend bool operator==(const FlowRowCounts&, const FlowRowCounts&) = default;
+};
+
 /// @brief What one apply() of a flow did to its target.
 ///
 /// For REPLACE USING, every input row is accounted for exactly once:

@@ -111,6 +111,22 @@ TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, par
   CHECK(events[3]["details"]["batches"] == 2);
   CHECK(events[3]["details"]["rows"] == 5);
   CHECK(summary.batches() == 2);
+
+  // The update's summary is its batches' metrics summed, count by count.
+  REQUIRE(summary.flows.size() == 1);
+  const fl::FlowRowCounts& total = summary.flows[0];
+  const auto summed = [&](const char* count) {
+    return b0["metrics"][count].get<std::uint64_t>() + b1["metrics"][count].get<std::uint64_t>();
+  };
+  CHECK(total.input_rows == summed("num_input_rows"));
+  CHECK(total.output_rows == summed("num_output_rows"));
+  CHECK(total.upserted_rows == summed("num_upserted_rows"));
+  CHECK(total.deleted_rows == summed("num_deleted_rows"));
+  CHECK(total.dropped_rows == summed("num_dropped_rows"));
+  CHECK(total.quarantined_rows == summed("num_quarantined_rows"));
+  CHECK(total.deduplicated_rows == summed("num_deduplicated_rows"));
+  CHECK(total.late_rows == summed("num_late_rows"));
+  CHECK(total.input_rows == 5);
 }
 
 TEST_CASE("Event log: a failed batch writes FAILED events with the error's code and message (R-EXPECT-1)") {

@@ -136,13 +136,7 @@ class batch_protocol {
       fault(fault_point::positions_recorded, r.name(), next);
       const batch_outcome out = run_batch(r, p, next, update_id);
       sum.batches += 1;
-      sum.input_rows += out.stats.input_rows;
-      sum.output_rows += out.output_rows;
-      sum.upserted_rows += out.stats.upserted_rows;
-      sum.deleted_rows += out.stats.deleted_rows;
-      sum.dropped_rows += out.stats.dropped_rows;
-      sum.quarantined_rows += out.quarantined_rows;
-      sum.deduplicated_rows += out.deduplicated_rows;
+      static_cast<FlowRowCounts&>(sum) += out.counts();
       progress.batches += 1;
       progress.rows += out.stats.input_rows;
       if (options.on_progress) options.on_progress(progress);
@@ -306,14 +300,8 @@ class batch_protocol {
     ev.end_position = p.to.to_string();
     ev.duration_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    ev.metrics.input_rows = committed ? out.stats.input_rows : r.rows_read();
-    ev.metrics.output_rows = out.output_rows;
-    ev.metrics.upserted_rows = out.stats.upserted_rows;
-    ev.metrics.deleted_rows = out.stats.deleted_rows;
-    ev.metrics.dropped_rows = out.stats.dropped_rows;
-    ev.metrics.quarantined_rows = out.quarantined_rows;
-    ev.metrics.deduplicated_rows = out.deduplicated_rows;
-    ev.metrics.late_rows = out.late_rows;
+    ev.metrics = out.counts();
+    if (!committed) ev.metrics.input_rows = r.rows_read();
     ev.expectations = out.stats.expectations;
     if (e != nullptr) set_error(ev, e);
     events_->flow_progress(ev);

@@ -98,18 +98,8 @@ struct update_progress_event {
   event_error error{};  ///< written when state == failed
 };
 
-/// @brief The row counts of one flow's batch (its `metrics`), named as in
-/// BatchStats and FlowUpdateSummary; the JSON names are `num_` + these.
-struct flow_metrics {
-  std::uint64_t input_rows = 0;
-  std::uint64_t output_rows = 0;
-  std::uint64_t upserted_rows = 0;
-  std::uint64_t deleted_rows = 0;
-  std::uint64_t dropped_rows = 0;
-  std::uint64_t quarantined_rows = 0;
-  std::uint64_t deduplicated_rows = 0;
-  std::uint64_t late_rows = 0;
-};
+/// @brief The row counts of one flow's batch (its `metrics`).
+using flow_metrics = FlowRowCounts;
 
 /// @brief One flow ran (or failed, or skipped) one batch.
 struct flow_progress_event {

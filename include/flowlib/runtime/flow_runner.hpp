@@ -56,6 +56,21 @@ struct batch_outcome {
   /// How the batch was planned, for a planning_information event (a flow
   /// with planning(), flows/contract.hpp).
   std::optional<planning_info> planning;
+
+  /// The batch's row counts, as the event log and the update's summary
+  /// report them.
+  FlowRowCounts counts() const noexcept {
+    FlowRowCounts c;
+    c.input_rows = stats.input_rows;
+    c.output_rows = output_rows;
+    c.upserted_rows = stats.upserted_rows;
+    c.deleted_rows = stats.deleted_rows;
+    c.dropped_rows = stats.dropped_rows;
+    c.quarantined_rows = quarantined_rows;
+    c.deduplicated_rows = deduplicated_rows;
+    c.late_rows = late_rows;
+    return c;
+  }
 };
 
 /// The erased interface of a declared flow. See the header comment.

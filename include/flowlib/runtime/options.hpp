@@ -6,6 +6,7 @@
 // (after it). docs/reference.md lists every field with its default.
 #pragma once
 
+#include <flowlib/stats.hpp>
 #include <flowlib/where/expr.hpp>
 
 #include <chrono>
@@ -97,17 +98,11 @@ struct UpdateOptions {
   std::map<std::string, where::expr, std::less<>> replace_where_overrides{};
 };
 
-/// @brief What one flow did in an update.
-struct FlowUpdateSummary {
+/// @brief What one flow did in an update: its row counts summed over the
+/// batches it committed.
+struct FlowUpdateSummary : FlowRowCounts {
   std::string flow;
   std::uint64_t batches = 0;
-  std::uint64_t input_rows = 0;
-  std::uint64_t output_rows = 0;
-  std::uint64_t upserted_rows = 0;
-  std::uint64_t deleted_rows = 0;
-  std::uint64_t dropped_rows = 0;
-  std::uint64_t quarantined_rows = 0;
-  std::uint64_t deduplicated_rows = 0;
   bool skipped = false;  ///< a ONCE flow that had run already
 };
 
