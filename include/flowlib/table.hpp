@@ -201,10 +201,14 @@ struct table_layout_check {
 };
 template <class Row, fixed_string... Cols>
 struct table_layout_check<Row, partition_layout<Cols...>> {
+  static_assert(sizeof...(Cols) > 0,
+                "flowlib table options: partitioned_by<...>() needs at least one column.");
   static constexpr bool ok = (require_table_column<Row, Cols>::ok && ...);
 };
 template <class Row, fixed_string... Cols>
 struct table_layout_check<Row, cluster_layout<Cols...>> {
+  static_assert(sizeof...(Cols) > 0,
+                "flowlib table options: cluster_by<...>() needs at least one column.");
   static constexpr bool ok = (require_table_column<Row, Cols>::ok && ...);
 };
 
@@ -229,21 +233,15 @@ class TableOptions {
   /// PARTITIONED BY (Cols...): schema names, checked at compile time.
   template <detail::fixed_string... Cols>
   TableOptions<Row, detail::partition_layout<Cols...>> partitioned_by() && {
-    static_assert(sizeof...(Cols) > 0,
-                  "flowlib table options: partitioned_by<...>() needs at least one column.");
-    auto out = std::move(*this).template with_layout<detail::partition_layout<Cols...>>();
-    out.s_.partition_columns = {Cols.view()...};
-    return out;
+    return std::move(*this).template with_layout<detail::partition_layout<Cols...>>(
+        &detail::table_settings<Row>::partition_columns, {Cols.view()...});
   }
 
   /// CLUSTER BY (Cols...): schema names, checked at compile time.
   template <detail::fixed_string... Cols>
   TableOptions<Row, detail::cluster_layout<Cols...>> cluster_by() && {
-    static_assert(sizeof...(Cols) > 0,
-                  "flowlib table options: cluster_by<...>() needs at least one column.");
-    auto out = std::move(*this).template with_layout<detail::cluster_layout<Cols...>>();
-    out.s_.cluster_columns = {Cols.view()...};
-    return out;
+    return std::move(*this).template with_layout<detail::cluster_layout<Cols...>>(
+        &detail::table_settings<Row>::cluster_columns, {Cols.view()...});
   }
 
   /// COMMENT.
@@ -300,10 +298,12 @@ class TableOptions {
   template <class, class>
   friend class table_base;
 
-  // These options with layout L (partitioned_by, cluster_by): given once,
-  // and never both; L's columns are checked against the row's schema.
+  // These options with layout L (partitioned_by, cluster_by), whose column
+  // names go to `columns`: given once, and never both; L's columns are
+  // checked against the row's schema.
   template <class L>
-  TableOptions<Row, L> with_layout() && {
+  TableOptions<Row, L> with_layout(std::vector<std::string_view> detail::table_settings<Row>::*columns,
+                                   std::vector<std::string_view> names) && {
     static_assert(std::is_same_v<Layout, detail::no_layout>,
                   "flowlib table options: PARTITIONED BY and CLUSTER BY cannot be combined, "
                   "and each is given once; choose either partitioned_by<...>() or "
@@ -311,6 +311,7 @@ class TableOptions {
     static_assert(detail::table_layout_check<Row, L>::ok);
     TableOptions<Row, L> out;
     out.s_ = std::move(s_);
+    out.s_.*columns = std::move(names);
     return out;
   }
 

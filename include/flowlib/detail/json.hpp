@@ -35,6 +35,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -149,22 +150,10 @@ class json_writer {
     after_key_ = false;
   }
 
-  json_writer& begin_object() {
-    open('{');
-    return *this;
-  }
-  json_writer& end_object() {
-    close('}');
-    return *this;
-  }
-  json_writer& begin_array() {
-    open('[');
-    return *this;
-  }
-  json_writer& end_array() {
-    close(']');
-    return *this;
-  }
+  json_writer& begin_object() { return open('{'); }
+  json_writer& end_object() { return close('}'); }
+  json_writer& begin_array() { return open('['); }
+  json_writer& end_array() { return close(']'); }
 
   /// The key of the next member of the current object.
   json_writer& key(std::string_view k) {
@@ -219,16 +208,23 @@ class json_writer {
     out_ += "null";
     return *this;
   }
+  /// The value `v` holds, or null.
+  template <class T>
+  json_writer& value_or_null(const std::optional<T>& v) {
+    return v ? value(*v) : null();
+  }
 
  private:
-  void open(char c) {
+  json_writer& open(char c) {
     separate();
     out_ += c;
     first_.push_back(true);
+    return *this;
   }
-  void close(char c) {
+  json_writer& close(char c) {
     out_ += c;
     if (!first_.empty()) first_.pop_back();
+    return *this;
   }
   // Writes the comma before a value or key that is not the first of its
   // object or array (a value right after its key needs none).

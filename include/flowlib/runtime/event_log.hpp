@@ -237,11 +237,8 @@ class EventLog {
     detail::json_writer w;
     begin(w, e.timestamp, e.pipeline, e.update_id, "flow_progress");
     w.key("flow").value(e.flow);
-    if (e.target.empty()) {
-      w.key("target").null();
-    } else {
-      w.key("target").value(e.target);
-    }
+    w.key("target").value_or_null(e.target.empty() ? std::nullopt
+                                                   : std::optional<std::string_view>(e.target));
     w.key("batch_id").value(e.batch_id);
     w.key("status").value(to_string(e.status));
     w.key("start_position").value(e.start_position);
@@ -281,11 +278,7 @@ class EventLog {
     begin(w, e.timestamp, e.pipeline, e.update_id, "planning_information");
     w.key("flow").value(e.flow);
     w.key("technique").value(e.technique);
-    if (e.reason) {
-      w.key("reason").value(*e.reason);
-    } else {
-      w.key("reason").null();
-    }
+    w.key("reason").value_or_null(e.reason);
     w.end_object();
     emit(w.take());
   }
