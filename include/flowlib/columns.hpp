@@ -45,19 +45,12 @@ namespace flowlib {
 /// `k.equal(row, value)`, both avoiding a copy of the key on hot paths.
 template <class K>
 concept key_extractor =
-    std::semiregular<K> &&
-    requires {
-      typename K::row_type;
-      typename K::value_type;
-    } &&
+    detail::row_value_policy<K> &&
     requires(const K& k, const typename K::row_type& r) {
       { k(r) } -> std::convertible_to<typename K::value_type>;
       { k.describe(r) } -> std::convertible_to<std::string>;
     } &&
-    std::totally_ordered<typename K::value_type> &&
-    detail::key_hashable<typename K::value_type> &&
-    std::is_nothrow_move_constructible_v<typename K::value_type> &&
-    std::is_nothrow_move_assignable_v<typename K::value_type>;
+    detail::ordered_value<typename K::value_type> && detail::key_hashable<typename K::value_type>;
 
 /// @brief A policy that extracts a totally ordered sequence from a row.
 ///
@@ -65,18 +58,12 @@ concept key_extractor =
 /// (std::nullopt for a null sequence), and `s.name()` naming the column(s).
 template <class S>
 concept sequence_extractor =
-    std::semiregular<S> &&
-    requires {
-      typename S::row_type;
-      typename S::value_type;
-    } &&
+    detail::row_value_policy<S> &&
     requires(const S& s, const typename S::row_type& r) {
       { s(r) } -> std::same_as<std::optional<typename S::value_type>>;
       { s.name() } -> std::convertible_to<std::string_view>;
     } &&
-    std::totally_ordered<typename S::value_type> &&
-    std::is_nothrow_move_constructible_v<typename S::value_type> &&
-    std::is_nothrow_move_assignable_v<typename S::value_type>;
+    detail::ordered_value<typename S::value_type>;
 
 namespace detail {
 

@@ -82,6 +82,19 @@ struct member_pointer_traits<T C::*> {
 template <auto M>
 concept data_member_pointer = member_pointer_traits<decltype(M)>::is_data_member;
 
+/// What every column policy (key, sequence, event time) is: a regular
+/// object naming the row type it reads and the type of the value it gives.
+template <class P>
+concept row_value_policy = std::semiregular<P> && requires {
+  typename P::row_type;
+  typename P::value_type;
+};
+
+/// A value a flow orders and keeps: totally ordered, moved without throwing.
+template <class T>
+concept ordered_value = std::totally_ordered<T> && std::is_nothrow_move_constructible_v<T> &&
+                        std::is_nothrow_move_assignable_v<T>;
+
 template <auto M>
 using member_class_t = typename member_pointer_traits<decltype(M)>::class_type;
 template <auto M>

@@ -200,11 +200,7 @@ std::string event_time_label() {
 /// std::chrono::time_point), `t(row) -> value_type`, and `t.name()`.
 template <class T>
 concept event_time_extractor =
-    std::semiregular<T> &&
-    requires {
-      typename T::row_type;
-      typename T::value_type;
-    } &&
+    detail::row_value_policy<T> &&
     requires(const T& t, const typename T::row_type& r) {
       { t(r) } -> std::same_as<typename T::value_type>;
       { t.name() } -> std::convertible_to<std::string>;
