@@ -294,7 +294,7 @@ void run_cases(int cases, unsigned seed0, bool truncates, Expected&& expected, b
     fl::StreamingTable<Row> table{"target"};
     // Every other case takes the SCD2 one-pass path however few its keys
     // (the default keeps small targets on the planned path).
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     if (n % 2 == 1) settings.tuning.scd2_one_pass_min_keys = 0;
     Flow flow{"random_cdc", settings};
     const auto apply = [&] {

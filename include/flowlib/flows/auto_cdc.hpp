@@ -54,9 +54,9 @@
 //
 //   // Runtime settings: tombstone GC (SCD1) on an injected clock; predicates
 //   // with state are passed as option values after the settings.
-//   Scd1Flow gc_flow{"users_cdc", fl::CdcSettings{.tombstone_gc_threshold = std::chrono::hours(24),
+//   Scd1Flow gc_flow{"users_cdc", fl::CdcOptions{.tombstone_gc_threshold = std::chrono::hours(24),
 //                                                 .clock = [] { return my_clock_now(); }}};
-//   Scd1Flow stateful{"users_cdc", fl::CdcSettings{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
+//   Scd1Flow stateful{"users_cdc", fl::CdcOptions{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
 //                     fl::apply_as_truncates<IsTruncate>{},
 //                     fl::except_column_list<"operation", "sequenceNum">{}};
 //                     // (one value per option, in order)
@@ -93,7 +93,7 @@
 // Semantics (R-CDC-1..7): see docs/semantics.md#auto-cdc and docs/auto-cdc-scd1.md,
 // docs/auto-cdc-scd2.md. In short: within a batch a key's changes apply in
 // sequence order; SCD1 keeps per key the last sequence applied and, for
-// deletes, a tombstone (collected after CdcSettings::tombstone_gc_threshold;
+// deletes, a tombstone (collected after CdcOptions::tombstone_gc_threshold;
 // a change older than a collected tombstone resurrects its key); a truncate
 // removes rows below its sequence and raises a floor below which later
 // changes are ignored. SCD2 keeps every change of a key, so a late change
@@ -185,10 +185,10 @@ class AutoCdc {
   /// A flow named "auto_cdc" with default settings.
   AutoCdc() : AutoCdc(std::string("auto_cdc")) {}
   /// A flow with a name (used in errors and metrics) and runtime settings.
-  explicit AutoCdc(std::string name, CdcSettings settings = {})
+  explicit AutoCdc(std::string name, CdcOptions settings = {})
       : engine_(std::move(name), std::move(settings)) {}
   /// As above, with a value for every option (for predicates with state).
-  AutoCdc(std::string name, CdcSettings settings, Options... options)
+  AutoCdc(std::string name, CdcOptions settings, Options... options)
     requires(sizeof...(Options) > 0)
       : engine_(std::move(name), std::move(settings), std::move(options)...) {}
 

@@ -26,7 +26,7 @@
 //     restore checks that the state refers to as many rows as the target
 //     holds, all below its id_bound(), and fails otherwise
 //     (errc::checkpoint_mismatch).
-//   - Tombstone deletion times are counts of CdcSettings::clock (steady_clock
+//   - Tombstone deletion times are counts of CdcOptions::clock (steady_clock
 //     by default, whose epoch is the boot): for GC to stay meaningful after
 //     a restart in a new process, use a clock that continues across
 //     processes (one derived from system time, say).

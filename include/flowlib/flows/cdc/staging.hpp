@@ -52,9 +52,9 @@ class cdc_staging {
   using key_type = typename K::value_type;
   using sequence_type = typename S::value_type;
 
-  explicit cdc_staging(std::string name, CdcSettings settings)
+  explicit cdc_staging(std::string name, CdcOptions settings)
       : name_(std::move(name)), settings_(std::move(settings)) {}
-  cdc_staging(std::string name, CdcSettings settings, Options... options)
+  cdc_staging(std::string name, CdcOptions settings, Options... options)
     requires(sizeof...(Options) > 0)
       : name_(std::move(name)), settings_(std::move(settings)), options_(std::move(options)...) {}
   cdc_staging(const cdc_staging&) = delete;
@@ -418,7 +418,7 @@ class cdc_staging {
   }
 
   std::string name_;
-  CdcSettings settings_;
+  CdcOptions settings_;
   [[no_unique_address]] std::tuple<Options...> options_{};
   K key_{};
   S seq_{};
