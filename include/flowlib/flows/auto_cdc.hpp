@@ -131,14 +131,15 @@
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/byte_codec.hpp>
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/flows/contract.hpp>
-#include <flowlib/flows/cdc/checkpoint.hpp>
+#include <flowlib/flows/cdc/detail/checkpoint.hpp>
+#include <flowlib/flows/cdc/detail/column_checks.hpp>
+#include <flowlib/flows/cdc/detail/option_traits.hpp>
+#include <flowlib/flows/cdc/detail/scd1.hpp>
+#include <flowlib/flows/cdc/detail/scd2.hpp>
 #include <flowlib/flows/cdc/options.hpp>
-#include <flowlib/flows/cdc/scd1_one_pass.hpp>
-#include <flowlib/flows/cdc/scd2_one_pass.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>
@@ -228,13 +229,7 @@ class AutoCdc {
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
                   "(R-TABLE-1); write the change feed into a flowlib::StreamingTable.");
     using Target = typename Table::row_type;
-    static_assert(detail::cdc_mapping_check<change_type, Target, opts>::ok);
-    if constexpr (is_scd2) {
-      static_assert(detail::cdc_scd2_bounds_check<
-                    sequence_type, typename detail::col_value<start_col<Target>>::type,
-                    typename detail::col_value<end_col<Target>>::type,
-                    !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
-    }
+    static_assert(detail::cdc_target_checked<change_type, Target, sequence_type, opts>());
     // One target per flow; after a full refresh of it (a new generation) the
     // engine drops its state and the ONCE marker is cleared (R-EXACT-5).
     if (binding_.begin_apply(target, engine_.name(),
@@ -274,7 +269,7 @@ class AutoCdc {
   /// says so: a restore drops what came before it. For the pipeline runtime;
   /// programs that checkpoint by hand may use it too. The key and sequence
   /// types must have a byte encoding (detail/byte_codec.hpp), else this does
-  /// not compile. Format and what is kept: flows/cdc/checkpoint.hpp.
+  /// not compile. Format and what is kept: flows/cdc/detail/checkpoint.hpp.
   void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     detail::cdc_checkpoint<engine_type>::write(engine_, out, scope, binding_.done());
   }
@@ -322,10 +317,6 @@ class AutoCdc {
   }
 
  private:
-  template <class Target>
-  using start_col = column_named_t<Target, "__START_AT">;
-  template <class Target>
-  using end_col = column_named_t<Target, "__END_AT">;
   using engine_type = std::conditional_t<is_scd2, detail::cdc_scd2<K, S, Scd, Options...>,
                                          detail::cdc_scd1<K, S, Scd, Options...>>;
 

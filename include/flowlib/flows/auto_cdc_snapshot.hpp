@@ -48,14 +48,17 @@
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
-#include <flowlib/detail/cdc_batch.hpp>
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/key_index.hpp>
 #include <flowlib/detail/target_key.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/contract.hpp>
+#include <flowlib/flows/cdc/detail/batch.hpp>
+#include <flowlib/flows/cdc/detail/column_checks.hpp>
+#include <flowlib/flows/cdc/detail/mapping.hpp>
+#include <flowlib/flows/cdc/detail/option_traits.hpp>
+#include <flowlib/flows/cdc/detail/target_scratch.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/source/snapshot.hpp>
@@ -166,13 +169,7 @@ class AutoCdcFromSnapshot {
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
                   "(R-TABLE-1); write AUTO CDC FROM SNAPSHOT into a flowlib::StreamingTable.");
     using Target = typename Table::row_type;
-    static_assert(detail::cdc_mapping_check<row_type, Target, opts>::ok);
-    if constexpr (is_scd2) {
-      static_assert(detail::cdc_scd2_bounds_check<
-                    version_type, typename detail::col_value<start_col<Target>>::type,
-                    typename detail::col_value<end_col<Target>>::type,
-                    !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
-    }
+    static_assert(detail::cdc_target_checked<row_type, Target, version_type, opts>());
     // After a full refresh of the table the flow starts afresh: no key, no
     // version (R-EXACT-5).
     if (binding_.begin_apply(target, name_, one_target_reason)) {
@@ -187,7 +184,7 @@ class AutoCdcFromSnapshot {
                       "; nothing of the snapshot was applied (R-CDC-8)");
     }
     BatchStats stats;
-    auto& ts = target_scratch<Target>();
+    auto& ts = targets_.get<Target>();
     ts.used = 0;
     auto& store = target.store();
     stage(rows, stats);
@@ -319,16 +316,6 @@ class AutoCdcFromSnapshot {
     std::uint32_t slot;  // the new row (insert/assign/close_and_insert)
     std::uint32_t closed;  // SCD2: the closed copy of the current version
   };
-
-  template <class Target>
-  detail::cdc_target_scratch<Target>& target_scratch() {
-    using TS = detail::cdc_target_scratch<Target>;
-    if (!tscratch_ || tscratch_tag_ != TS::tag()) {
-      tscratch_ = std::make_unique<TS>();
-      tscratch_tag_ = TS::tag();
-    }
-    return static_cast<TS&>(*tscratch_);
-  }
 
   // Phase 1: read the snapshot, one row per key.
   template <class R>
@@ -478,8 +465,7 @@ class AutoCdcFromSnapshot {
   index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::uint64_t stamp_ = 0;
   std::unique_ptr<scratch_type> scratch_;
-  std::unique_ptr<detail::cdc_target_scratch_base> tscratch_;
-  const void* tscratch_tag_ = nullptr;
+  detail::cdc_target_scratch_slot targets_;
   std::vector<step> steps_;
   std::vector<key_type> new_keys_;
   // A full refresh reset the state since the last write_checkpoint(), which

@@ -2,11 +2,11 @@
 //
 // The option types of the change-feed flows (AutoCdc, AutoCdcFromSnapshot)
 // and their runtime settings, CdcOptions. detail::cdc_options (in
-// detail/cdc_columns.hpp) reads and checks them.
+// flows/cdc/detail/option_traits.hpp) reads and checks them.
 #pragma once
 
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/fixed_string.hpp>
+#include <flowlib/flows/cdc/detail/option_traits.hpp>
 
 #include <chrono>
 #include <cstddef>

@@ -1,17 +1,18 @@
-// flowlib/flows/cdc/scd2_state.hpp
+// flowlib/flows/cdc/detail/scd2_state.hpp
 //
-// AUTO CDC, SCD type 2: the per-key state both SCD2 engines keep (the
-// planned one, cdc/scd2.hpp, and the one pass, cdc/scd2_one_pass.hpp): the
-// key index, each key's versions and the changes its versions do not show,
-// and what the planner is told about a one pass that ran before it.
-// Internal.
+// AUTO CDC, SCD type 2: the state the engine keeps between batches (a
+// member of cdc_scd2, scd2.hpp), which both of its apply paths read and
+// write: the key index, each key's versions and the changes its versions do
+// not show (compact_history); the derivation of versions from changes
+// (walk_*) both paths share; and what the planner is told about a one pass
+// that ran before it. checkpoint.hpp persists it. Internal.
 #pragma once
 
-#include <flowlib/detail/cdc_batch.hpp>
 #include <flowlib/detail/flat_index.hpp>
 #include <flowlib/detail/key_index.hpp>
-#include <flowlib/flows/cdc/staging.hpp>
-#include <flowlib/storage/memory.hpp>
+#include <flowlib/flows/cdc/detail/staging.hpp>
+#include <flowlib/flows/cdc/detail/target_scratch.hpp>
+#include <flowlib/storage/row_store.hpp>
 
 #include <absl/container/inlined_vector.h>
 
@@ -26,7 +27,6 @@
 #include <vector>
 
 namespace flowlib::detail {
-
 
 /// std::partition_point over [first, last) (pred holds on a prefix),
 /// searched from the back: 1, 2, 4, ... elements back from `last` until one
@@ -68,65 +68,22 @@ struct scd2_pass_context {
   std::array<std::uint64_t, 2>* lost_ties = nullptr;  // out: its upserts, deletes that lost a tie
 };
 
-/// The SCD2 state: the key index and its entries; a base of both engines.
+/// The SCD2 state (K, S, Scd, Options as in flowlib::AutoCdc).
 template <class K, class S, class Scd, class... Options>
-class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
-  using base = cdc_staging<K, S, Scd, Options...>;
-
- public:
-  using base::base;
-  using typename base::sequence_type;
-
-  /// Keys the engine holds state for.
-  std::size_t key_count() const noexcept { return index_.size(); }
-
- protected:
-  template <class>
-  friend struct cdc_checkpoint;
-  using typename base::opts;
-  using typename base::change_type;
-  using typename base::key_type;
-  using typename base::traits;
-  using typename base::op;
-  using typename base::probe;
-  using typename base::scratch_type;
-  using typename base::ignored_cols;
-  template <class T>
-  using mapping = typename base::template mapping<T>;
-  template <class T>
-  using start_col = typename base::template start_col<T>;
-  template <class T>
-  using end_col = typename base::template end_col<T>;
-  using base::n_ignored;
-  using base::no_row;
-  using base::probe_prefetch_distance;
-  using base::entry_prefetch_distance;
-  using base::row_prefetch_distance;
-  using base::commit_prefetch_distance;
-  using base::target_scratch;
-  using base::classify;
-  using base::same_change;
-  using base::throw_tie;
-  using base::stage_batch;
-  using base::sort_group;
-  using base::probe_all;
-  using base::prefetch_group_rows;
-  using base::prefetch_change;
-  using base::release_staging;
-  using base::reset_staging;
-  using base::name_;
-  using base::settings_;
-  using base::options_;
-  using base::key_;
-  using base::seq_;
-  using base::scratch_;
-  using base::seqs_;
-  using base::ops_;
-  using base::order_;
-  using base::batch_floor_;
-  using base::changes_;
-  using scd2_pass_record = detail::scd2_pass_record<change_type>;
-  using scd2_plan_context = scd2_pass_context<change_type>;
+struct scd2_state {
+  using staging = cdc_staging<K, S, Scd, Options...>;
+  using opts = typename staging::opts;
+  using change_type = typename staging::change_type;
+  using key_type = typename staging::key_type;
+  using sequence_type = typename staging::sequence_type;
+  template <class Target>
+  using mapping = typename staging::template mapping<Target>;
+  template <class Target>
+  using start_col = typename staging::template start_col<Target>;
+  template <class Target>
+  using end_col = typename staging::template end_col<Target>;
+  using pass_record = scd2_pass_record<change_type>;
+  using pass_context = scd2_pass_context<change_type>;
 
   // SCD2 closes a stored version by writing its __END_AT in place when the
   // store hands out mutable rows and copying the sequence cannot throw (the
@@ -181,7 +138,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
     std::uint32_t rec = 0;
   };
   struct no_pass_mark {};
-  struct scd2_entry : std::conditional_t<compact_history, pass_mark, no_pass_mark> {
+  struct entry : std::conditional_t<compact_history, pass_mark, no_pass_mark> {
     // The key's changes by sequence (ties replaced); with a compact history,
     // only those its versions do not show.
     history_type history;
@@ -191,10 +148,15 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
     // a separate array.
     absl::InlinedVector<row_id, 4> versions;
   };
-  using entry = scd2_entry;
   // (Not key_index: see flat_index.hpp for what it adds.)
-  using index_type = flat_index<key_type, entry, key_index_hash<K, probe>, key_index_eq<K, probe>>;
+  using index_type = flat_index<key_type, entry, key_index_hash<K, typename staging::probe>,
+                                key_index_eq<K, typename staging::probe>>;
 
+  explicit scd2_state(const staging& stage)
+      : index(stage.template empty_index<index_type>()) {}
+
+  /// As new (R-EXACT-5): no keys; the index is freed.
+  void reset(const staging& stage) noexcept { index = stage.template empty_index<index_type>(); }
 
   /// Compact history, a late change's walk converged at stored version w
   /// (see plan_segment): whether the key's next new change, of
@@ -212,7 +174,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   /// The highest sequence among a key's stored changes (compact history:
   /// those kept and those its versions show), or nullptr if it has none.
   template <class Store>
-  const sequence_type* latest_seq(const Store& store, const scd2_entry& e) const noexcept {
+  static const sequence_type* latest_seq(const Store& store, const entry& e) noexcept {
     const typename Store::row_type* last = nullptr;
     if constexpr (compact_history) {  // (otherwise the history holds every change)
       if (!e.versions.empty()) last = &store.get(e.versions.back());
@@ -221,7 +183,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   }
   /// The same, given the key's last version row (nullptr: it has none).
   template <class Target>
-  const sequence_type* latest_seq(const scd2_entry& e, const Target* last) const noexcept {
+  static const sequence_type* latest_seq(const entry& e, const Target* last) noexcept {
     const sequence_type* m = e.history.empty() ? nullptr : &e.history.back().seq;
     if constexpr (compact_history) {
       if (last != nullptr) {  // its last version's end, or its start while open
@@ -259,7 +221,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   // rows. Returns whether the versions show the change (see compact_history).
   // `after_delete`: an upsert tied after a delete (full_event::after_delete).
   template <class Target>
-  bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+  static bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                  const sequence_type& s, bool remove, const change_type& row,
                  bool after_delete = false) {
     if (remove) return walk_delete<Target>(ts, cur, s);
@@ -281,7 +243,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   /// left nothing to keep, so it is written as it is (and, as any upsert,
   /// updates the open version in place when its tracked values are equal).
   template <class Target, class Values>
-  bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+  static bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                    const sequence_type& s, const Values& values, bool after_delete = false) {
     using Map = mapping<Target>;
     const bool open = cur != npos;
@@ -310,7 +272,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
     return true;
   }
 
-  index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
+  index_type index;
 };
 
 }  // namespace flowlib::detail

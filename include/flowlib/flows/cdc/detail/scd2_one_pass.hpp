@@ -1,13 +1,44 @@
-// flowlib/flows/cdc/scd2_one_pass.hpp
+// flowlib/flows/cdc/detail/scd2_one_pass.hpp
 //
-// AUTO CDC, SCD type 2: the engine (cdc_scd2), which applies a batch for a
-// large target it already maintains in one pass over the changes (with a
-// compact history), and otherwise plans it (cdc/scd2.hpp). Both give the
-// same table and metrics. Internal.
+// AUTO CDC, SCD type 2, the one-pass path of cdc_scd2 (scd2.hpp), for a
+// large target the engine already maintains. It holds only its per-batch
+// scratch (undo records, the changes it sets aside); the engine hands it
+// the staging, the SCD2 state and the planned path, which plans the
+// set-aside changes.
+//
+// With a compact history (see compact_history), a batch for a target the
+// flow already maintains is applied in one pass over the changes, in
+// source order: a change that follows every stored change of its key (the
+// common case) closes the key's open version in place and opens a new
+// one, or extends the open one when its values are the same (R-CDC-4);
+// only the changes that open or close no version are written to the
+// history (see compact_history). A change at or below its key's latest
+// stored change (late, or a tie) would re-derive the key's history: it is
+// set aside and planned after the pass, over the state the pass left
+// (the planner sees the changes applied by the pass as stored ones); the
+// key's later changes that follow all of its stored ones still go through
+// the pass (see the step below). The outcome is the planned path's: a
+// key's changes in sequence order, the later in source order winning a
+// tie (R-CDC-1, R-CDC-5); so are the metrics, once a tie with a change of
+// the same pass is counted as the planned path counts a tie within the
+// batch (scd2_pass_context).
+//
+// All-or-nothing: an undo record per key touched holds the sizes of its
+// history and versions before the pass, and whether the pass closed its
+// stored open version; on any error (null sequence, expectation `fail`,
+// a throwing predicate or copy, planning the set-aside changes) the
+// records restore every key, erase the rows the pass inserted and drop
+// the keys it created. Internal.
 #pragma once
 
-#include <flowlib/detail/cdc_batch.hpp>
-#include <flowlib/flows/cdc/scd2.hpp>
+#include <flowlib/detail/admit.hpp>
+#include <flowlib/detail/prefetch.hpp>
+#include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/scd2_planned.hpp>
+#include <flowlib/flows/cdc/detail/scd2_state.hpp>
+#include <flowlib/flows/cdc/detail/staging.hpp>
+#include <flowlib/flows/cdc/detail/target_scratch.hpp>
+#include <flowlib/stats.hpp>
 #include <flowlib/storage/memory.hpp>
 
 #include <algorithm>
@@ -16,137 +47,59 @@
 #include <cstdint>
 #include <optional>
 #include <ranges>
-#include <string_view>
 #include <type_traits>
 #include <vector>
 
 namespace flowlib::detail {
 
-/// The SCD2 engine: one pass where it applies, else planned.
+/// The one-pass path of the SCD2 engine.
 template <class K, class S, class Scd, class... Options>
-class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
-  using base = cdc_scd2_planned<K, S, Scd, Options...>;
-
+class scd2_one_pass {
  public:
-  using base::base;
-
-  /// Applies one batch (the facade has checked the target and ONCE).
-  template <class Table, class R, class... P>
-  void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
-             target_binding& binding, std::string_view kind) {
-    using Target = typename Table::row_type;
-    changes_.on_apply();
-    auto& ts = this->template target_scratch<Target>();
-    ts.used = 0;
-    auto& store = target.store();
-    if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
-      // The first batch also claims the target: planned.
-      if (binding.table() == &target && index_.size() >= settings_.tuning.scd2_one_pass_min_keys) {
-        apply_one_pass(store, ts, batch, checks, stats);
-        return;
-      }
-    }
-    this->apply_planned(target, store, ts, batch, checks, stats, binding, kind);
-  }
-
-  /// As new (R-EXACT-5), the one pass's scratch freed too.
-  void reset_state() noexcept {
-    base::reset_state();
-    pass_ = 0;
-    pass_records_ = {};
-    deferred_ = {};
-    lookahead_entries_ = {};
-  }
+  using staging = cdc_staging<K, S, Scd, Options...>;
+  using state_type = scd2_state<K, S, Scd, Options...>;
 
  private:
-  template <class>
-  friend struct cdc_checkpoint;
-  using typename base::opts;
-  using typename base::change_type;
-  using typename base::key_type;
-  using typename base::sequence_type;
-  using typename base::traits;
-  using typename base::op;
-  using typename base::probe;
-  using typename base::scratch_type;
-  using typename base::ignored_cols;
-  using typename base::scd2_pass_record;
-  using typename base::scd2_plan_context;
-  using typename base::ref_event;
-  using typename base::scd2_entry;
-  using typename base::entry;
-  template <class T>
-  using mapping = typename base::template mapping<T>;
-  template <class T>
-  using start_col = typename base::template start_col<T>;
-  template <class T>
-  using end_col = typename base::template end_col<T>;
-  using base::name_;
-  using base::settings_;
-  using base::key_;
-  using base::seq_;
-  using base::changes_;
-  using base::classify;
-  using base::stage_batch;
-  using base::prefetch_change;
-  using base::index_;
-  using base::compact_history;
-  template <class Store, class Target>
-  static constexpr bool close_in_place = base::template close_in_place<Store, Target>;
-  using base::latest_seq;
-  using base::plan_batch;
-  using base::reserve_planned;
-  using base::commit_planned;
+  using change_type = typename staging::change_type;
+  using key_type = typename staging::key_type;
+  using sequence_type = typename staging::sequence_type;
+  using traits = typename staging::traits;
+  using op = cdc_op;
+  using probe = typename staging::probe;
+  template <class Target>
+  using mapping = typename staging::template mapping<Target>;
+  template <class Target>
+  using start_col = typename staging::template start_col<Target>;
+  template <class Target>
+  using end_col = typename staging::template end_col<Target>;
+  using entry = typename state_type::entry;
+  using ref_event = typename state_type::ref_event;
+  using pass_record = typename state_type::pass_record;
+  using pass_context = typename state_type::pass_context;
 
-  // SCD2 in one pass: with a compact history, where every change of a key
-  // that follows all of its stored ones is applied straight into the target.
+ public:
+  /// Whether a batch of type R for a Store of Target rows can take the pass:
+  /// with a compact history, where every change of a key that follows all
+  /// of its stored ones is applied straight into the target.
   template <class Store, class Target, class R>
-  static constexpr bool one_pass =
-      compact_history && close_in_place<Store, Target> && std::ranges::forward_range<R> &&
-      std::is_lvalue_reference_v<std::ranges::range_reference_t<R>> &&
-      std::is_same_v<std::remove_cvref_t<std::ranges::range_reference_t<R>>, change_type> &&
-      std::is_nothrow_move_constructible_v<Target> && std::is_nothrow_move_assignable_v<Target>;
+  static constexpr bool applies = state_type::compact_history &&
+                                  state_type::template close_in_place<Store, Target> &&
+                                  cdc_one_pass_batch<R, change_type, Target>;
 
-  // --- SCD type 2 in one pass ------------------------------------------------------------
-  //
-  // With a compact history (see compact_history), a batch for a target the
-  // flow already maintains is applied in one pass over the changes, in
-  // source order: a change that follows every stored change of its key (the
-  // common case) closes the key's open version in place and opens a new
-  // one, or extends the open one when its values are the same (R-CDC-4);
-  // only the changes that open or close no version are written to the
-  // history (see compact_history). A change at or below its key's latest
-  // stored change (late, or a tie) would re-derive the key's history: it is
-  // set aside and planned after the pass, over the state the pass left
-  // (plan_batch sees the changes applied by the pass as stored ones); the
-  // key's later changes that follow all of its stored ones still go through
-  // the pass (see the step below). The outcome is the planned path's: a
-  // key's changes in sequence order, the later in source order winning a
-  // tie (R-CDC-1, R-CDC-5); so are the metrics, once a tie with a change of
-  // the same pass is counted as the planned path counts a tie within the
-  // batch (scd2_pass_context).
-  //
-  // All-or-nothing: an undo record per key touched holds the sizes of its
-  // history and versions before the pass, and whether the pass closed its
-  // stored open version; on any error (null sequence, expectation `fail`,
-  // a throwing predicate or copy, planning the set-aside changes) the
-  // records restore every key, erase the rows the pass inserted and drop
-  // the keys it created.
-
-
+  /// Applies the batch in one pass (the changes it sets aside planned after
+  /// it); throws, with everything undone, on an error.
   template <class Store, class Target, class R, class... P>
-  void apply_one_pass(Store& store, cdc_target_scratch<Target>& ts, R& batch,
-                           const Expectations<P...>& checks, BatchStats& stats) {
+  void apply(staging& stage, state_type& state, scd2_planned<K, S, Scd, Options...>& planned,
+             Store& store, cdc_target_scratch<Target>& ts, R& batch,
+             const Expectations<P...>& checks, BatchStats& stats) {
     using Map = mapping<Target>;
     pass_records_.clear();
     deferred_.clear();
-    if (++pass_ == 0) {  // wrapped: no entry may look touched by this pass
-      for (auto& kv : index_) kv.second.pass = 0;
-      pass_ = 1;
-    }
+    pass_ = cdc_next_pass(pass_, state.index);
     // The admit step, row by row inside the pass (R-CDC-5): its counts reach
     // `stats` only once the pass is through.
-    admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_, null_sequence_rule::cdc5};
+    admit_sequenced<K, S, P...> admit{checks, stage.key, stage.seq, stage.name,
+                                      null_sequence_rule::cdc5};
     std::size_t n_changes = 4096;  // (a bound for the chunks of fresh rows)
     if constexpr (std::ranges::sized_range<R>) {
       n_changes = static_cast<std::size_t>(std::ranges::size(batch));
@@ -155,16 +108,16 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
 
     // One change. `e` is the key's entry when the caller found it already
     // (nullptr: look it up).
-    const auto step = [&](const change_type& r, std::size_t h, scd2_entry* e) {
+    const auto step = [&](const change_type& r, std::size_t h, entry* e) {
       std::optional<sequence_type> so = admit(r);
       if (!so) return;  // dropped by an expectation
       const sequence_type& s = *so;
-      const bool remove = classify(r) == op::remove;
+      const bool remove = stage.classify(r) == op::remove;
       if (e == nullptr) {
-        auto it = index_.find(probe{&r, h});
-        if (it != index_.end()) e = &it->second;
+        auto it = state.index.find(probe{&r, h});
+        if (it != state.index.end()) e = &it->second;
       }
-      scd2_pass_record* u;
+      pass_record* u;
       if (e != nullptr && e->pass == pass_) {
         u = &pass_records_[e->rec];
       } else {  // the key's first change in this pass: its undo record
@@ -173,11 +126,11 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
           pass_records_.push_back({&r, static_cast<std::uint32_t>(e->history.size()),
                             static_cast<std::uint32_t>(e->versions.size()), true, false});
         } else {
-          key_type k = key_(r);
+          key_type k = stage.key(r);
           pass_records_.push_back({&r, 0, 0, false, false});
-          const std::uint64_t gen = index_.generation();
-          e = &index_.try_emplace(std::move(k)).first->second;
-          if (index_.generation() != gen) {
+          const std::uint64_t gen = state.index.generation();
+          e = &state.index.try_emplace(std::move(k)).first->second;
+          if (state.index.generation() != gen) {
             lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
           }
         }
@@ -199,7 +152,8 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
       // result depends on arrival order only through ties, and a set-aside
       // change tied with a change the pass applied came later in the source
       // and wins (the tie fix of plan_scd2).
-      if (const sequence_type* latest = latest_seq(*e, last); latest != nullptr && !(*latest < s)) {
+      if (const sequence_type* latest = state_type::latest_seq(*e, last);
+          latest != nullptr && !(*latest < s)) {
         deferred_.push_back(&r);
         return;
       }
@@ -265,21 +219,21 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
         std::array<std::size_t, hash_ahead> hashes{};
         lookahead_entries_.fill(nullptr);
         for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
-          hashes[i] = traits::hash(key_, data[i]);
-          index_.prefetch(probe{&data[i], hashes[i]});
+          hashes[i] = traits::hash(stage.key, data[i]);
+          state.index.prefetch(probe{&data[i], hashes[i]});
         }
         for (std::size_t i = 0; i < n; ++i) {
           const std::size_t h = hashes[i % hash_ahead];
-          scd2_entry* e = lookahead_entries_[i % find_ahead];
-          if (i + 2 * hash_ahead < n) prefetch_change(data[i + 2 * hash_ahead]);
+          entry* e = lookahead_entries_[i % find_ahead];
+          if (i + 2 * hash_ahead < n) staging::prefetch_change(data[i + 2 * hash_ahead]);
           if (i + row_ahead < n) {  // its version row, once the version list is in cache
-            const scd2_entry* a = lookahead_entries_[(i + row_ahead) % find_ahead];
+            const entry* a = lookahead_entries_[(i + row_ahead) % find_ahead];
             if (a != nullptr && !a->versions.empty()) {
               prefetch_row(store, a->versions.back());
             }
           }
           if (i + record_ahead < n) {  // what the entry, found and prefetched earlier, points to
-            if (const scd2_entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
+            if (const entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
               if (!a->versions.empty()) prefetch(&a->versions.back());
               if (a->history.size() > 1) prefetch(&a->history.back());
               if (a->pass == pass_) prefetch(&pass_records_[a->rec]);
@@ -287,26 +241,26 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
           }
           if (i + find_ahead < n) {
             const std::size_t j = i + find_ahead;
-            auto it = index_.find(probe{&data[j], hashes[j % hash_ahead]});
-            scd2_entry* a = it == index_.end() ? nullptr : &it->second;
+            auto it = state.index.find(probe{&data[j], hashes[j % hash_ahead]});
+            entry* a = it == state.index.end() ? nullptr : &it->second;
             lookahead_entries_[j % find_ahead] = a;
             // (With prefetch_match's first and last line of the slot, this
             // covers a slot over three lines.)
             if (a != nullptr) prefetch_object(a);
           }
           if (i + match_ahead < n) {
-            index_.prefetch_match(
+            state.index.prefetch_match(
                 probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
           }
           if (i + hash_ahead < n) {
             const change_type& a = data[i + hash_ahead];
-            hashes[i % hash_ahead] = traits::hash(key_, a);
-            index_.prefetch(probe{&a, hashes[i % hash_ahead]});
+            hashes[i % hash_ahead] = traits::hash(stage.key, a);
+            state.index.prefetch(probe{&a, hashes[i % hash_ahead]});
           }
           step(data[i], h, e);
         }
       } else {
-        for (const change_type& r : batch) step(r, traits::hash(key_, r), nullptr);
+        for (const change_type& r : batch) step(r, traits::hash(stage.key, r), nullptr);
       }
       if (!deferred_.empty()) {
         // The set-aside changes, planned over what the pass applied (their
@@ -316,44 +270,55 @@ class cdc_scd2 : public cdc_scd2_planned<K, S, Scd, Options...> {
         BatchStats late;
         std::array<std::uint64_t, 2> lost_ties{0, 0};  // see scd2_pass_context
         ts.used = 0;
-        stage_batch(rows, NoExpectations{}, late, std::optional<sequence_type>{});
-        plan_batch(store, ts, late, scd2_plan_context{pass_, pass_records_.data(), &lost_ties});
-        reserve_planned(store);
+        stage.stage_batch(rows, NoExpectations{}, late, std::optional<sequence_type>{});
+        planned.plan(stage, state, store, ts, late,
+                     pass_context{pass_, pass_records_.data(), &lost_ties});
+        planned.reserve(store);
         stats.upserted_rows += late.upserted_rows - lost_ties[0];
         stats.deleted_rows += late.deleted_rows - lost_ties[1];
         stats.tied_rows += late.tied_rows;
       }
-      if (changes_.tracking) {  // a checkpoint lists the keys changed
-        for (const scd2_pass_record& u : pass_records_) changes_.touched.push_back(key_(*u.src));
+      if (stage.changes.tracking) {  // a checkpoint lists the keys changed
+        for (const pass_record& u : pass_records_)
+          stage.changes.touched.push_back(stage.key(*u.src));
       }
       admit.finish(stats);
     } catch (...) {
-      undo_one_pass(store);
+      undo(stage, state, store);
       throw;
     }
-    if (!deferred_.empty()) commit_planned(store, ts);  // cannot fail
+    if (!deferred_.empty()) planned.commit(stage, state, store, ts);  // cannot fail
   }
 
+  /// Frees the pass's scratch (as new, for a full refresh of the target).
+  void release() noexcept {
+    pass_ = 0;
+    pass_records_ = {};
+    deferred_ = {};
+    lookahead_entries_ = {};
+  }
+
+ private:
   template <class Store>
-  void undo_one_pass(Store& store) noexcept {
+  void undo(const staging& stage, state_type& state, Store& store) noexcept {
     using Target = typename Store::row_type;
-    for (const scd2_pass_record& u : pass_records_) {
-      auto it = index_.find(probe{u.src, traits::hash(key_, *u.src)});
-      if (it == index_.end()) continue;  // a new key whose entry was never made
-      scd2_entry& e = it->second;
+    for (const pass_record& u : pass_records_) {
+      auto it = state.index.find(probe{u.src, traits::hash(stage.key, *u.src)});
+      if (it == state.index.end()) continue;  // a new key whose entry was never made
+      entry& e = it->second;
       while (e.history.size() > u.hist_size) e.history.pop_back();
       while (e.versions.size() > u.vers_size) {
         store.erase(e.versions.back());
         e.versions.pop_back();
       }
       if (u.closed) end_col<Target>::get(store.get(e.versions.back())).reset();
-      if (!u.existed) index_.erase(it);
+      if (!u.existed) state.index.erase(it);
     }
     pass_records_.clear();
   }
 
   std::uint32_t pass_ = 0;  // passes so far (0: none)
-  std::vector<scd2_pass_record> pass_records_;  // per key touched
+  std::vector<pass_record> pass_records_;  // per key touched
   std::vector<const change_type*> deferred_;    // changes planned after the pass
   std::array<entry*, 4> lookahead_entries_{};   // read-ahead: the entries of the next rows
 };
