@@ -317,8 +317,9 @@ class AutoCdc {
   }
 
  private:
-  using engine_type = std::conditional_t<is_scd2, detail::cdc_scd2<K, S, Scd, Options...>,
-                                         detail::cdc_scd1<K, S, Scd, Options...>>;
+  using flow_parts = detail::cdc_flow<K, S, Scd, Options...>;
+  using engine_type = std::conditional_t<is_scd2, typename flow_parts::scd2_engine,
+                                         typename flow_parts::scd1_engine>;
 
   engine_type engine_;
   detail::target_binding binding_;  // the one target, its generation, the claim, ONCE

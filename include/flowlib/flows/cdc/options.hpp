@@ -6,7 +6,6 @@
 #pragma once
 
 #include <flowlib/detail/fixed_string.hpp>
-#include <flowlib/flows/cdc/detail/option_traits.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -66,6 +65,12 @@ struct track_history_except_column_list {};
 
 /// @brief Option: equal key and sequence is an error (errc::tied_sequence).
 struct strict_sequence {};
+
+/// @brief Option of AutoCdcFromSnapshot: the snapshot version type.
+template <class T>
+struct snapshot_version {
+  using value_type = T;
+};
 
 /// @brief The clock tombstone GC is measured on.
 using cdc_clock = std::chrono::steady_clock;

@@ -13,7 +13,7 @@
 namespace flowlib::detail {
 
 /// What an AUTO CDC engine changed since its last write_checkpoint. Kept by
-/// cdc_staging; `mutable` there, since writing a checkpoint (a const
+/// the flow's staging; `mutable` there, since writing a checkpoint (a const
 /// operation of the flow) restarts it.
 template <class Key>
 struct cdc_change_log {

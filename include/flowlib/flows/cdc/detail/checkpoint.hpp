@@ -136,16 +136,16 @@ struct cdc_column_codec {
   }
 };
 
-/// The checkpoint of an AUTO CDC engine (cdc_scd1 or cdc_scd2); a friend of
-/// the engine classes. See the header comment.
+/// The checkpoint of an AUTO CDC engine (cdc_flow's scd1_engine or
+/// scd2_engine); a friend of the engine classes. See the header comment.
 template <class Engine>
 struct cdc_checkpoint {
-  using staging = typename Engine::staging;
+  using flow = typename Engine::flow;
   using state_type = typename Engine::state_type;
-  using opts = typename staging::opts;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  using change_type = typename staging::change_type;
+  using opts = typename flow::opts;
+  using key_type = typename flow::key_type;
+  using sequence_type = typename flow::sequence_type;
+  using change_type = typename flow::change_type;
   using index_type = typename state_type::index_type;
   using entry = typename state_type::entry;
   static constexpr bool scd2 = opts::scd2;

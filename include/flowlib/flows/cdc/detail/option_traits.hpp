@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/option_traits.hpp
 //
 // The option types of the change-feed flows (AutoCdc, AutoCdcFromSnapshot;
-// declared in flows/cdc/options.hpp), read and checked: cdc_options says
+// flows/cdc/options.hpp), read and checked: cdc_options says
 // what a flow's options are (column selection, null-ignoring, history
 // tracking, deletes, truncates, strict_sequence, ONCE), and cdc_rules turns
 // them into per-column rules. Every mistake a program can make here is a
@@ -11,72 +11,31 @@
 #include <flowlib/detail/fixed_string.hpp>
 #include <flowlib/detail/name_list.hpp>
 #include <flowlib/detail/type_traits.hpp>
+#include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/once.hpp>
 
 #include <string_view>
 #include <type_traits>
 
-namespace flowlib {
-
-// Option templates (defined in flows/cdc/options.hpp).
-struct Scd1;
-template <class... TrackOptions>
-struct Scd2;
-template <class Pred>
-struct apply_as_deletes;
-template <class Pred>
-struct apply_as_truncates;
-template <detail::fixed_string... Names>
-struct column_list;
-template <detail::fixed_string... Names>
-struct except_column_list;
-struct ignore_null_updates;
-template <detail::fixed_string... Names>
-struct ignore_null_updates_column_list;
-template <detail::fixed_string... Names>
-struct ignore_null_updates_except_column_list;
-template <detail::fixed_string... Names>
-struct track_history_column_list;
-template <detail::fixed_string... Names>
-struct track_history_except_column_list;
-struct strict_sequence;
-template <class T>
-struct snapshot_version;
-
-namespace detail {
+namespace flowlib::detail {
 
 // --- option recognition ------------------------------------------------------
-template <class T> struct is_column_list : std::false_type {};
-template <fixed_string... N>
-struct is_column_list<column_list<N...>> : std::true_type {
-  using set = name_list<N...>;
-};
-template <class T> struct is_except_column_list : std::false_type {};
-template <fixed_string... N>
-struct is_except_column_list<except_column_list<N...>> : std::true_type {
-  using set = name_list<N...>;
-};
+
+/// Whether T is the name-list option L<...> (column_list<...>, ...).
+template <class T, template <fixed_string...> class L>
+struct is_names_option : std::false_type {};
+template <template <fixed_string...> class L, fixed_string... N>
+struct is_names_option<L<N...>, L> : std::true_type {};
+
+template <class T> using is_column_list = is_names_option<T, column_list>;
+template <class T> using is_except_column_list = is_names_option<T, except_column_list>;
+template <class T> using is_ignore_list = is_names_option<T, ignore_null_updates_column_list>;
+template <class T>
+using is_ignore_except = is_names_option<T, ignore_null_updates_except_column_list>;
+template <class T> using is_track_list = is_names_option<T, track_history_column_list>;
+template <class T>
+using is_track_except = is_names_option<T, track_history_except_column_list>;
 template <class T> struct is_ignore_all : std::is_same<T, ignore_null_updates> {};
-template <class T> struct is_ignore_list : std::false_type {};
-template <fixed_string... N>
-struct is_ignore_list<ignore_null_updates_column_list<N...>> : std::true_type {
-  using set = name_list<N...>;
-};
-template <class T> struct is_ignore_except : std::false_type {};
-template <fixed_string... N>
-struct is_ignore_except<ignore_null_updates_except_column_list<N...>> : std::true_type {
-  using set = name_list<N...>;
-};
-template <class T> struct is_track_list : std::false_type {};
-template <fixed_string... N>
-struct is_track_list<track_history_column_list<N...>> : std::true_type {
-  using set = name_list<N...>;
-};
-template <class T> struct is_track_except : std::false_type {};
-template <fixed_string... N>
-struct is_track_except<track_history_except_column_list<N...>> : std::true_type {
-  using set = name_list<N...>;
-};
 template <class T> struct is_deletes : std::false_type {};
 template <class P> struct is_deletes<apply_as_deletes<P>> : std::true_type { using pred = P; };
 template <class T> struct is_truncates : std::false_type {};
@@ -106,6 +65,18 @@ struct names_or_none<L<N...>> { using set = name_list<N...>; };
 
 struct no_option {};
 
+/// Of two exclusive name-list options (column_list and except_column_list,
+/// say; IsList and IsExcept recognise them): which one Os give (1 the list,
+/// 2 the exception list, 0 neither), and its names.
+template <template <class> class IsList, template <class> class IsExcept, class... Os>
+struct list_or_except {
+  static constexpr int mode = count_options<IsList, Os...>     ? 1
+                              : count_options<IsExcept, Os...> ? 2
+                                                               : 0;
+  using set = typename names_or_none<typename find_option<
+      IsList, typename find_option<IsExcept, no_option, Os...>::type, Os...>::type>::set;
+};
+
 template <class T> struct is_scd2 : std::false_type {};
 template <class... Ts> struct is_scd2<Scd2<Ts...>> : std::true_type {};
 
@@ -129,12 +100,9 @@ struct scd_traits<Scd2<Ts...>> {
                 "track_history_except_column_list<...>; put the other options after Scd2 in "
                 "AutoCdc<Key, Seq, Scd2<...>, Options...>.");
   static constexpr bool scd2 = true;
-  static constexpr int track_mode = count_options<is_track_list, Ts...> ? 1
-                                    : count_options<is_track_except, Ts...> ? 2
-                                                                             : 0;
-  using track_set = typename names_or_none<typename find_option<
-      is_track_list, typename find_option<is_track_except, no_option, Ts...>::type,
-      Ts...>::type>::set;
+  using track = list_or_except<is_track_list, is_track_except, Ts...>;
+  static constexpr int track_mode = track::mode;  // 0 all, 1 list, 2 except
+  using track_set = typename track::set;
 };
 
 /// What the options of a change-feed flow say, checked.
@@ -184,19 +152,15 @@ struct cdc_options {
   static constexpr bool strict = count_options<is_strict, Os...> == 1;
   static constexpr bool once = count_options<is_once, Os...> >= 1;
 
-  static constexpr int select_mode = count_options<is_column_list, Os...> ? 1
-                                     : count_options<is_except_column_list, Os...> ? 2
-                                                                                   : 0;
-  using select_set = typename names_or_none<typename find_option<
-      is_column_list, typename find_option<is_except_column_list, no_option, Os...>::type,
-      Os...>::type>::set;
+  using select = list_or_except<is_column_list, is_except_column_list, Os...>;
+  static constexpr int select_mode = select::mode;  // 0 all, 1 list, 2 except
+  using select_set = typename select::set;
+  using ignore_lists = list_or_except<is_ignore_list, is_ignore_except, Os...>;
+  // 0 none, 1 every nullable column, 2 a list, 3 all but a list
   static constexpr int ignore_mode = count_options<is_ignore_all, Os...> ? 1
-                                     : count_options<is_ignore_list, Os...> ? 2
-                                     : count_options<is_ignore_except, Os...> ? 3
-                                                                              : 0;
-  using ignore_set = typename names_or_none<typename find_option<
-      is_ignore_list, typename find_option<is_ignore_except, no_option, Os...>::type,
-      Os...>::type>::set;
+                                     : ignore_lists::mode != 0        ? 1 + ignore_lists::mode
+                                                                      : 0;
+  using ignore_set = typename ignore_lists::set;
 };
 /// Column rules of a flow's options: selection, bounds, nulls, history.
 template <class Opts>
@@ -233,5 +197,4 @@ struct cdc_rules {
   }
 };
 
-}  // namespace detail
-}  // namespace flowlib
+}  // namespace flowlib::detail

@@ -1,6 +1,6 @@
 // flowlib/flows/cdc/detail/scd1.hpp
 //
-// AUTO CDC, SCD type 1: the engine, cdc_scd1 (R-CDC-2, R-CDC-3,
+// AUTO CDC, SCD type 1: the engine, cdc_flow::scd1_engine (R-CDC-2, R-CDC-3,
 // R-CDC-5..7). It holds the flow's staging (staging.hpp), the SCD1 state
 // (scd1_state.hpp) and its two apply paths: the one pass
 // (scd1_one_pass.hpp), for a batch for a target it already maintains, and
@@ -10,6 +10,7 @@
 
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/scd1_one_pass.hpp>
 #include <flowlib/flows/cdc/detail/scd1_planned.hpp>
 #include <flowlib/flows/cdc/detail/scd1_state.hpp>
@@ -26,23 +27,18 @@
 
 namespace flowlib::detail {
 
-template <class>
-struct cdc_checkpoint;
-
 /// The SCD1 engine: one pass where it applies, else planned.
 template <class K, class S, class Scd, class... Options>
-class cdc_scd1 {
+class cdc_flow<K, S, Scd, Options...>::scd1_engine {
  public:
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using state_type = scd1_state<K, S, Scd, Options...>;
-  using opts = typename staging::opts;
-  using sequence_type = typename staging::sequence_type;
+  using flow = cdc_flow;
+  using state_type = scd1_state;
 
-  /// As cdc_staging's constructors: a name, the settings, and a value for
+  /// As staging's constructors: a name, the settings, and a value for
   /// every option or none.
   template <class... Args>
     requires std::constructible_from<staging, Args...>
-  explicit cdc_scd1(Args&&... args) : stage_(std::forward<Args>(args)...), state_(stage_) {}
+  explicit scd1_engine(Args&&... args) : stage_(std::forward<Args>(args)...), state_(stage_) {}
 
   const std::string& name() const noexcept { return stage_.name; }
   /// Keys the engine holds state for (target keys and tombstones).
@@ -59,8 +55,8 @@ class cdc_scd1 {
     using Target = typename Table::row_type;
     auto& ts = stage_.template begin_batch<Target>();
     auto& store = target.store();
-    using one_pass = scd1_one_pass<K, S, Scd, Options...>;
-    if constexpr (one_pass::template applies<std::remove_cvref_t<decltype(store)>, Target, R>) {
+    if constexpr (scd1_one_pass::template applies<std::remove_cvref_t<decltype(store)>, Target,
+                                                  R>) {
       if (binding.table() == &target) {  // the first batch also claims the target: planned
         if (one_pass_.apply(stage_, state_, store, ts, batch, checks, stats)) {
           release_planned_scratch();
@@ -96,9 +92,9 @@ class cdc_scd1 {
   }
 
   staging stage_;
-  state_type state_;
-  scd1_planned<K, S, Scd, Options...> planned_;
-  scd1_one_pass<K, S, Scd, Options...> one_pass_;
+  scd1_state state_;
+  scd1_planned planned_;
+  scd1_one_pass one_pass_;
 };
 
 }  // namespace flowlib::detail

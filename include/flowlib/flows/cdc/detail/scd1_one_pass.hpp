@@ -1,6 +1,6 @@
 // flowlib/flows/cdc/detail/scd1_one_pass.hpp
 //
-// AUTO CDC, SCD type 1, the one-pass path of cdc_scd1 (scd1.hpp). It holds
+// AUTO CDC, SCD type 1, the one-pass path of cdc_flow::scd1_engine (scd1.hpp). It holds
 // only its per-batch scratch (undo records, the pass log); the engine hands
 // it the staging and the SCD1 state.
 //
@@ -31,6 +31,7 @@
 #include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/scd1_state.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
 #include <flowlib/flows/cdc/detail/target_scratch.hpp>
@@ -53,22 +54,8 @@ namespace flowlib::detail {
 
 /// The one-pass path of the SCD1 engine.
 template <class K, class S, class Scd, class... Options>
-class scd1_one_pass {
- public:
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using state_type = scd1_state<K, S, Scd, Options...>;
-
- private:
-  using opts = typename staging::opts;
-  using change_type = typename staging::change_type;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  using traits = typename staging::traits;
-  using op = cdc_op;
-  using probe = typename staging::probe;
-  template <class Target>
-  using mapping = typename staging::template mapping<Target>;
-  using entry = typename state_type::entry;
+class cdc_flow<K, S, Scd, Options...>::scd1_one_pass {
+  using entry = typename scd1_state::entry;
 
   // SCD1 in one pass: how a stored row takes its key's last upsert. When
   // every mapped column's assignment can be made unable to throw ahead of
@@ -122,7 +109,7 @@ class scd1_one_pass {
   /// Whether a batch of type R for a Store of Target rows can take the pass.
   template <class Store, class Target, class R>
   static constexpr bool applies =
-      !state_type::ignore_active && !opts::strict && cdc_one_pass_batch<R, change_type, Target> &&
+      !scd1_state::ignore_active && !opts::strict && cdc_one_pass_batch<R, change_type, Target> &&
       std::is_nothrow_move_assignable_v<sequence_type> && requires(Store& s, row_id id) {
         { s.get(id) } -> std::same_as<Target&>;
       };
@@ -131,7 +118,7 @@ class scd1_one_pass {
   /// when the batch holds a truncate; throws, with everything undone, on an
   /// error.
       template <class Store, class Target, class R, class... P>
-      bool apply(staging& stage, state_type& state, Store& store, cdc_target_scratch<Target>& ts,
+      bool apply(staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
                  R& batch, const Expectations<P...>& checks, BatchStats& stats) {
         undo_records_.clear();
         pass_log_.clear();
@@ -395,18 +382,7 @@ class scd1_one_pass {
       }
 
   /// Frees the pass's scratch (as new, for a full refresh of the target).
-  void release() noexcept {
-    pass_ = 0;
-    undo_records_ = {};
-    pass_log_ = {};
-    superseded_ = {};
-    keys_with_superseded_ = {};
-    due_writes_ = {};
-    nulled_columns_ = {};
-    superseded_seqs_ = {};
-    recount_order_ = {};
-    lookahead_entries_ = {};
-  }
+  void release() noexcept { *this = scd1_one_pass{}; }
 
  private:
   /// Writes each key's last pending upsert (see apply). With
@@ -430,7 +406,7 @@ class scd1_one_pass {
 
   /// Restores every key the pass touched (see apply).
   template <class Store, class Target>
-  void undo(const staging& stage, state_type& state, Store& store, cdc_target_scratch<Target>& ts,
+  void undo(const staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
                      std::size_t gc_size) noexcept {
     for (const nulled_column& n : nulled_columns_) {
       mapping<Target>::reset_null(store.get(n.row), n.column);

@@ -1,6 +1,6 @@
 // flowlib/flows/cdc/detail/scd1_planned.hpp
 //
-// AUTO CDC, SCD type 1, the planned path of cdc_scd1 (scd1.hpp; R-CDC-2,
+// AUTO CDC, SCD type 1, the planned path of cdc_flow::scd1_engine (scd1.hpp; R-CDC-2,
 // R-CDC-3, R-CDC-5..7): the batch is grouped by key (staging.hpp), every
 // key's outcome planned in scratch space in sequence order, storage
 // reserved, and only then committed by operations that cannot fail. It
@@ -11,6 +11,7 @@
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/scd1_state.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
 #include <flowlib/flows/cdc/detail/target_scratch.hpp>
@@ -30,14 +31,11 @@ namespace flowlib::detail {
 
 /// The planned path of the SCD1 engine.
 template <class K, class S, class Scd, class... Options>
-class scd1_planned {
+class cdc_flow<K, S, Scd, Options...>::scd1_planned {
  public:
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using state_type = scd1_state<K, S, Scd, Options...>;
-
   /// Applies a batch: stage, plan, reserve, claim the target, commit.
   template <class Table, class Store, class Target, class R, class... P>
-  void apply(staging& stage, state_type& state, Table& target, Store& store,
+  void apply(staging& stage, scd1_state& state, Table& target, Store& store,
              cdc_target_scratch<Target>& ts, R& batch, const Expectations<P...>& checks,
              BatchStats& stats, target_binding& binding, std::string_view kind) {
     stage.stage_batch(batch, checks, stats, state.floor);
@@ -48,25 +46,11 @@ class scd1_planned {
   }
 
   /// Frees the per-batch scratch (a later planned batch allocates it again).
-  void release() noexcept {
-    plans_ = {};
-    new_keys_ = {};
-    gc_keys_ = {};
-    group_entries_ = {};
-  }
+  void release() noexcept { *this = scd1_planned{}; }
 
  private:
-  using opts = typename staging::opts;
-  using change_type = typename staging::change_type;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  using op = cdc_op;
-  using scratch_type = typename staging::scratch_type;
-  using ignored_cols = typename staging::ignored_cols;
-  template <class Target>
-  using mapping = typename staging::template mapping<Target>;
-  using entry = typename state_type::entry;
-  static constexpr bool ignore_active = state_type::ignore_active;
+  using entry = typename scd1_state::entry;
+  static constexpr bool ignore_active = scd1_state::ignore_active;
 
   enum class outcome : std::uint8_t { none, row, tombstone };
   struct key_plan {
@@ -78,7 +62,7 @@ class scd1_planned {
   };
 
   template <class Store, class Target>
-  void plan_batch(staging& stage, state_type& state, Store& store, cdc_target_scratch<Target>& ts,
+  void plan_batch(staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
                   BatchStats& stats) {
     using Map = mapping<Target>;
     scratch_type& sc = *stage.scratch;
@@ -320,7 +304,7 @@ class scd1_planned {
   }
 
   template <class Store>
-  void reserve(const staging& stage, state_type& state, Store& store) {
+  void reserve(const staging& stage, scd1_state& state, Store& store) {
     std::size_t inserts = 0;
     for (const key_plan& p : plans_) {
       if (p.result == outcome::row && (p.hit == nullptr || p.hit->row == cdc_no_row)) ++inserts;
@@ -333,7 +317,7 @@ class scd1_planned {
   }
 
   template <class Store, class Target>
-  void commit(const staging& stage, state_type& state, Store& store, cdc_target_scratch<Target>& ts,
+  void commit(const staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
               BatchStats& stats) noexcept {
     std::size_t next_new_key = 0;
     std::size_t next_gc_key = 0;
@@ -406,10 +390,10 @@ class scd1_planned {
         if (cs && *cs < f) decltype(tc)::get(t).reset();
       }
     });
-    state_type::clear_below(e, f);
+    scd1_state::clear_below(e, f);
   }
   template <class Store, class Target>
-  void plan_truncate_ignored(const staging& stage, state_type& state, Store& store,
+  void plan_truncate_ignored(const staging& stage, scd1_state& state, Store& store,
                              cdc_target_scratch<Target>& ts) {
     const sequence_type& f = *stage.batch_floor;
     absl::flat_hash_set<const entry*> planned;  // rare path: only when a truncate arrives
@@ -418,7 +402,7 @@ class scd1_planned {
       if (p.result == outcome::row) clear_below(ts.rows[p.slot], p.state, f);
     }
     for (auto& [k, e] : state.index) {
-      if (e.row == cdc_no_row || e.seq < f || planned.contains(&e) || !state_type::kept_below(e, f))
+      if (e.row == cdc_no_row || e.seq < f || planned.contains(&e) || !scd1_state::kept_below(e, f))
         continue;
       key_plan p{&e, 0, outcome::row, ts.alloc(), e};
       ts.rows[p.slot] = store.get(e.row);

@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/scd1_state.hpp
 //
 // AUTO CDC, SCD type 1: the state the engine keeps between batches (a
-// member of cdc_scd1, scd1.hpp), which both of its apply paths read and
+// member of cdc_flow::scd1_engine, scd1.hpp), which both of its apply paths read and
 // write: the key index with each key's entry (its last sequence, its row or
 // a tombstone, and with ignore_null_updates the sequence that set each
 // column that ignores nulls), the tombstones and their GC queue, and the
@@ -11,6 +11,7 @@
 #include <flowlib/detail/flat_index.hpp>
 #include <flowlib/detail/key_index.hpp>
 #include <flowlib/flows/cdc/detail/change_log.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/storage/row_store.hpp>
@@ -27,16 +28,13 @@ namespace flowlib::detail {
 
 /// The SCD1 state (K, S, Scd, Options as in flowlib::AutoCdc).
 template <class K, class S, class Scd, class... Options>
-struct scd1_state {
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  static constexpr bool ignore_active = staging::n_ignored > 0;
+struct cdc_flow<K, S, Scd, Options...>::scd1_state {
+  static constexpr bool ignore_active = n_ignored > 0;
 
   struct null_state {};
   struct ignore_state {
     std::optional<sequence_type> since;  // the latest delete at or below seq
-    std::array<std::optional<sequence_type>, staging::n_ignored> colseq{};  // who set each column
+    std::array<std::optional<sequence_type>, n_ignored> colseq{};  // who set each column
   };
   struct entry {
     sequence_type seq;          // the latest change applied (upsert or delete)
@@ -47,8 +45,8 @@ struct scd1_state {
     [[no_unique_address]] std::conditional_t<ignore_active, ignore_state, null_state> ign{};
   };
   // (Not key_index: see flat_index.hpp for what it adds.)
-  using index_type = flat_index<key_type, entry, key_index_hash<K, typename staging::probe>,
-                                key_index_eq<K, typename staging::probe>>;
+  using index_type = flat_index<key_type, entry, key_index_hash<K, probe>,
+                                key_index_eq<K, probe>>;
 
   explicit scd1_state(const staging& stage)
       : index(stage.template empty_index<index_type>()) {}

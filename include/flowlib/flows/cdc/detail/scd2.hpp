@@ -1,6 +1,6 @@
 // flowlib/flows/cdc/detail/scd2.hpp
 //
-// AUTO CDC, SCD type 2: the engine, cdc_scd2 (R-CDC-4, R-CDC-5..7). It
+// AUTO CDC, SCD type 2: the engine, cdc_flow::scd2_engine (R-CDC-4, R-CDC-5..7). It
 // holds the flow's staging (staging.hpp), the SCD2 state (scd2_state.hpp)
 // and its two apply paths: the one pass (scd2_one_pass.hpp), for a batch
 // for a large target it already maintains (with a compact history), and
@@ -10,6 +10,7 @@
 
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/scd2_one_pass.hpp>
 #include <flowlib/flows/cdc/detail/scd2_planned.hpp>
 #include <flowlib/flows/cdc/detail/scd2_state.hpp>
@@ -25,23 +26,18 @@
 
 namespace flowlib::detail {
 
-template <class>
-struct cdc_checkpoint;
-
 /// The SCD2 engine: one pass where it applies, else planned.
 template <class K, class S, class Scd, class... Options>
-class cdc_scd2 {
+class cdc_flow<K, S, Scd, Options...>::scd2_engine {
  public:
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using state_type = scd2_state<K, S, Scd, Options...>;
-  using opts = typename staging::opts;
-  using sequence_type = typename staging::sequence_type;
+  using flow = cdc_flow;
+  using state_type = scd2_state;
 
-  /// As cdc_staging's constructors: a name, the settings, and a value for
+  /// As staging's constructors: a name, the settings, and a value for
   /// every option or none.
   template <class... Args>
     requires std::constructible_from<staging, Args...>
-  explicit cdc_scd2(Args&&... args) : stage_(std::forward<Args>(args)...), state_(stage_) {}
+  explicit scd2_engine(Args&&... args) : stage_(std::forward<Args>(args)...), state_(stage_) {}
 
   const std::string& name() const noexcept { return stage_.name; }
   /// Keys the engine holds state for.
@@ -54,8 +50,8 @@ class cdc_scd2 {
     using Target = typename Table::row_type;
     auto& ts = stage_.template begin_batch<Target>();
     auto& store = target.store();
-    using one_pass = scd2_one_pass<K, S, Scd, Options...>;
-    if constexpr (one_pass::template applies<std::remove_cvref_t<decltype(store)>, Target, R>) {
+    if constexpr (scd2_one_pass::template applies<std::remove_cvref_t<decltype(store)>, Target,
+                                                  R>) {
       // The first batch also claims the target: planned.
       if (binding.table() == &target &&
           state_.index.size() >= stage_.settings.tuning.scd2_one_pass_min_keys) {
@@ -81,9 +77,9 @@ class cdc_scd2 {
   friend struct cdc_checkpoint;
 
   staging stage_;
-  state_type state_;
-  scd2_planned<K, S, Scd, Options...> planned_;
-  scd2_one_pass<K, S, Scd, Options...> one_pass_;
+  scd2_state state_;
+  scd2_planned planned_;
+  scd2_one_pass one_pass_;
 };
 
 }  // namespace flowlib::detail

@@ -1,6 +1,6 @@
 // flowlib/flows/cdc/detail/scd2_one_pass.hpp
 //
-// AUTO CDC, SCD type 2, the one-pass path of cdc_scd2 (scd2.hpp), for a
+// AUTO CDC, SCD type 2, the one-pass path of cdc_flow::scd2_engine (scd2.hpp), for a
 // large target the engine already maintains. It holds only its per-batch
 // scratch (undo records, the changes it sets aside); the engine hands it
 // the staging, the SCD2 state and the planned path, which plans the
@@ -34,6 +34,7 @@
 #include <flowlib/detail/admit.hpp>
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/scd2_planned.hpp>
 #include <flowlib/flows/cdc/detail/scd2_state.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
@@ -54,42 +55,24 @@ namespace flowlib::detail {
 
 /// The one-pass path of the SCD2 engine.
 template <class K, class S, class Scd, class... Options>
-class scd2_one_pass {
- public:
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using state_type = scd2_state<K, S, Scd, Options...>;
-
- private:
-  using change_type = typename staging::change_type;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  using traits = typename staging::traits;
-  using op = cdc_op;
-  using probe = typename staging::probe;
-  template <class Target>
-  using mapping = typename staging::template mapping<Target>;
-  template <class Target>
-  using start_col = typename staging::template start_col<Target>;
-  template <class Target>
-  using end_col = typename staging::template end_col<Target>;
-  using entry = typename state_type::entry;
-  using ref_event = typename state_type::ref_event;
-  using pass_record = typename state_type::pass_record;
-  using pass_context = typename state_type::pass_context;
+class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
+  using entry = typename scd2_state::entry;
+  using ref_event = typename scd2_state::ref_event;
+  using pass_record = typename scd2_state::pass_record;
 
  public:
   /// Whether a batch of type R for a Store of Target rows can take the pass:
   /// with a compact history, where every change of a key that follows all
   /// of its stored ones is applied straight into the target.
   template <class Store, class Target, class R>
-  static constexpr bool applies = state_type::compact_history &&
-                                  state_type::template close_in_place<Store, Target> &&
+  static constexpr bool applies = scd2_state::compact_history &&
+                                  scd2_state::template close_in_place<Store, Target> &&
                                   cdc_one_pass_batch<R, change_type, Target>;
 
   /// Applies the batch in one pass (the changes it sets aside planned after
   /// it); throws, with everything undone, on an error.
   template <class Store, class Target, class R, class... P>
-  void apply(staging& stage, state_type& state, scd2_planned<K, S, Scd, Options...>& planned,
+  void apply(staging& stage, scd2_state& state, scd2_planned& planned,
              Store& store, cdc_target_scratch<Target>& ts, R& batch,
              const Expectations<P...>& checks, BatchStats& stats) {
     using Map = mapping<Target>;
@@ -152,7 +135,7 @@ class scd2_one_pass {
       // result depends on arrival order only through ties, and a set-aside
       // change tied with a change the pass applied came later in the source
       // and wins (the tie fix of plan_scd2).
-      if (const sequence_type* latest = state_type::latest_seq(*e, last);
+      if (const sequence_type* latest = scd2_state::latest_seq(*e, last);
           latest != nullptr && !(*latest < s)) {
         deferred_.push_back(&r);
         return;
@@ -272,7 +255,7 @@ class scd2_one_pass {
         ts.used = 0;
         stage.stage_batch(rows, NoExpectations{}, late, std::optional<sequence_type>{});
         planned.plan(stage, state, store, ts, late,
-                     pass_context{pass_, pass_records_.data(), &lost_ties});
+                     typename scd2_state::pass_context{pass_, pass_records_.data(), &lost_ties});
         planned.reserve(store);
         stats.upserted_rows += late.upserted_rows - lost_ties[0];
         stats.deleted_rows += late.deleted_rows - lost_ties[1];
@@ -291,16 +274,11 @@ class scd2_one_pass {
   }
 
   /// Frees the pass's scratch (as new, for a full refresh of the target).
-  void release() noexcept {
-    pass_ = 0;
-    pass_records_ = {};
-    deferred_ = {};
-    lookahead_entries_ = {};
-  }
+  void release() noexcept { *this = scd2_one_pass{}; }
 
  private:
   template <class Store>
-  void undo(const staging& stage, state_type& state, Store& store) noexcept {
+  void undo(const staging& stage, scd2_state& state, Store& store) noexcept {
     using Target = typename Store::row_type;
     for (const pass_record& u : pass_records_) {
       auto it = state.index.find(probe{u.src, traits::hash(stage.key, *u.src)});

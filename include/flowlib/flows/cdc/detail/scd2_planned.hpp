@@ -1,6 +1,6 @@
 // flowlib/flows/cdc/detail/scd2_planned.hpp
 //
-// AUTO CDC, SCD type 2, the planned path of cdc_scd2 (scd2.hpp; R-CDC-4,
+// AUTO CDC, SCD type 2, the planned path of cdc_flow::scd2_engine (scd2.hpp; R-CDC-4,
 // R-CDC-5..7): the batch is grouped by key (staging.hpp); a key's changes
 // after all of its stored ones continue from its current version, a late
 // one re-derives its versions from the version in effect at its sequence
@@ -14,6 +14,7 @@
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/scd2_state.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
 #include <flowlib/flows/cdc/detail/target_scratch.hpp>
@@ -32,30 +33,11 @@ namespace flowlib::detail {
 
 /// The planned path of the SCD2 engine.
 template <class K, class S, class Scd, class... Options>
-class scd2_planned {
- public:
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using state_type = scd2_state<K, S, Scd, Options...>;
-
- private:
-  using opts = typename staging::opts;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  using op = cdc_op;
-  using scratch_type = typename staging::scratch_type;
-  template <class Target>
-  using mapping = typename staging::template mapping<Target>;
-  template <class Target>
-  using start_col = typename staging::template start_col<Target>;
-  template <class Target>
-  using end_col = typename staging::template end_col<Target>;
-  using entry = typename state_type::entry;
-  using event = typename state_type::event;
-  using ref_event = typename state_type::ref_event;
-  using history_type = typename state_type::history_type;
-  using pass_record = typename state_type::pass_record;
-  using pass_context = typename state_type::pass_context;
-  static constexpr bool compact_history = state_type::compact_history;
+class cdc_flow<K, S, Scd, Options...>::scd2_planned {
+  using entry = typename scd2_state::entry;
+  using event = typename scd2_state::event;
+  using ref_event = typename scd2_state::ref_event;
+  static constexpr bool compact_history = scd2_state::compact_history;
 
   // --- per-batch plans -----------------------------------------------------------
 
@@ -95,7 +77,7 @@ class scd2_planned {
  public:
   /// Applies a batch: stage, plan, reserve, claim the target, commit.
   template <class Table, class Store, class Target, class R, class... P>
-  void apply(staging& stage, state_type& state, Table& target, Store& store,
+  void apply(staging& stage, scd2_state& state, Table& target, Store& store,
              cdc_target_scratch<Target>& ts, R& batch, const Expectations<P...>& checks,
              BatchStats& stats, target_binding& binding, std::string_view kind) {
     stage.stage_batch(batch, checks, stats, std::optional<sequence_type>{});
@@ -112,19 +94,11 @@ class scd2_planned {
   }
 
   /// Frees the per-batch scratch (a later batch allocates it again).
-  void release() noexcept {
-    plans_ = {};
-    stored_ties_ = {};
-    derived_events_ = {};
-    new_keys_ = {};
-    new_entries_ = {};
-    group_entries_ = {};
-    rows_to_insert_ = 0;
-  }
+  void release() noexcept { *this = scd2_planned{}; }
 
   template <class Store, class Target>
-  void plan(staging& stage, state_type& state, Store& store, cdc_target_scratch<Target>& ts,
-            BatchStats& stats, const pass_context& ctx = {}) {
+  void plan(staging& stage, scd2_state& state, Store& store, cdc_target_scratch<Target>& ts,
+            BatchStats& stats, const typename scd2_state::pass_context& ctx = {}) {
     scratch_type& sc = *stage.scratch;
     const std::size_t n = sc.groups.size();
     state.index.reserve(state.index.size() + n);  // as in SCD1: plans point into the index
@@ -237,16 +211,7 @@ class scd2_planned {
           const key_plan& p = plans_[q];
           // As in commit: the entries and the histories' ends, then the
           // changes (scattered over the batch) are prefetched ahead.
-          if (q + 2 * staging::commit_prefetch_distance < n) {
-            if (const entry* a = plans_[q + 2 * staging::commit_prefetch_distance].hit) {
-              prefetch_object(a);
-            }
-          }
-          if (q + staging::commit_prefetch_distance < n) {
-            if (const entry* a = plans_[q + staging::commit_prefetch_distance].hit) {
-              prefetch(a->history.data() + a->history.size());
-            }
-          }
+          prefetch_entries_ahead(q, /*versions=*/false);
           for (const std::size_t to = std::min<std::size_t>(
                    p.new_end + staging::commit_prefetch_distance, stage.order.size());
                ahead < to; ++ahead) {
@@ -349,7 +314,7 @@ class scd2_planned {
   }
 
   template <class Store, class Target>
-  void commit(staging& stage, state_type& state, Store& store,
+  void commit(staging& stage, scd2_state& state, Store& store,
               cdc_target_scratch<Target>& ts) noexcept {
     scratch_type& sc = *stage.scratch;
     std::size_t next_new = 0;
@@ -367,17 +332,7 @@ class scd2_planned {
       }
       // What planning brought in has been evicted since (a batch touches
       // more than the cache holds): prefetch again, in the same three steps.
-      if (last + 2 * staging::commit_prefetch_distance < n) {
-        if (const entry* a = plans_[last + 2 * staging::commit_prefetch_distance].hit) {
-          prefetch_object(a);
-        }
-      }
-      if (last + staging::commit_prefetch_distance < n) {
-        if (const entry* a = plans_[last + staging::commit_prefetch_distance].hit) {
-          prefetch(a->history.data() + a->history.size());
-          if (!a->versions.empty()) prefetch(&a->versions.back());
-        }
-      }
+      prefetch_entries_ahead(last, /*versions=*/true);
       if (last + staging::commit_prefetch_distance / 2 < n) {
         if (const entry* a = plans_[last + staging::commit_prefetch_distance / 2].hit;
             a && !a->versions.empty()) {
@@ -398,11 +353,28 @@ class scd2_planned {
     }
   }
 
+  /// Prefetches what committing the plans after q reads: their entries 2d
+  /// ahead, then the ends of their histories (and with `versions`, of their
+  /// version lists) d ahead (d: commit_prefetch_distance).
+  void prefetch_entries_ahead(std::size_t q, bool versions) const noexcept {
+    constexpr std::size_t d = staging::commit_prefetch_distance;
+    const std::size_t n = plans_.size();
+    if (q + 2 * d < n) {
+      if (const entry* a = plans_[q + 2 * d].hit) prefetch_object(a);
+    }
+    if (q + d < n) {
+      if (const entry* a = plans_[q + d].hit) {
+        prefetch(a->history.data() + a->history.size());
+        if (versions && !a->versions.empty()) prefetch(&a->versions.back());
+      }
+    }
+  }
+
   /// One plan of commit (cannot fail: room was reserved).
   template <class Store, class Target>
   void commit_plan(staging& stage, Store& store, cdc_target_scratch<Target>& ts, entry& e,
                         const key_plan& p) noexcept {
-    if constexpr (state_type::template close_in_place<Store, Target>) {
+    if constexpr (scd2_state::template close_in_place<Store, Target>) {
       if (p.close != npos) {  // before its sequence is moved into the history
         end_col<Target>::get(store.get(e.versions.back())) = stage.seqs[p.close];
       }
@@ -434,11 +406,11 @@ class scd2_planned {
   template <class Store, class Target>
   std::uint32_t plan_segment(staging& stage, Store& store,
                              cdc_target_scratch<Target>& ts, BatchStats& stats, key_plan& plan,
-                             const pass_context& ctx) {
+                             const typename scd2_state::pass_context& ctx) {
     using Map = mapping<Target>;
     scratch_type& sc = *stage.scratch;
     entry* const hit = plan.hit;
-    const history_type* hist = hit ? &hit->history : nullptr;
+    const auto* hist = hit ? &hit->history : nullptr;
     const std::uint32_t sb = plan.new_begin;
     const std::uint32_t e = plan.new_end;
     std::uint32_t next_segment = e;  // where the next segment starts (e: none)
@@ -458,7 +430,7 @@ class scd2_planned {
       }
     };
     const sequence_type& first = stage.seqs[stage.order[sb]];
-    const sequence_type* latest = hit ? state_type::latest_seq(store, *hit) : nullptr;
+    const sequence_type* latest = hit ? scd2_state::latest_seq(store, *hit) : nullptr;
     plan.append = latest == nullptr || *latest < first;
     plan.v_begin = static_cast<std::uint32_t>(ts.used);
     if (plan.append) {
@@ -471,7 +443,7 @@ class scd2_planned {
           !end_col<Target>::get(store.get(hit->versions.back())).has_value()) {
         const Target& stored = std::as_const(store).get(hit->versions.back());
         const std::uint32_t c = stage.order[sb];
-        if constexpr (state_type::template close_in_place<Store, Target>) {
+        if constexpr (scd2_state::template close_in_place<Store, Target>) {
           // The common case: the first new change closes the stored
           // version (a delete, or an upsert with other tracked values),
           // which is then closed in place at commit instead of being
@@ -507,7 +479,7 @@ class scd2_planned {
         const std::uint32_t c = stage.order[k];
         const bool remove = stage.ops[c] == op::remove;
         record(stage.seqs[c], remove, cur,
-               state_type::template walk_step<Target>(ts, cur, stage.seqs[c], remove, sc.row(c),
+               scd2_state::template walk_step<Target>(ts, cur, stage.seqs[c], remove, sc.row(c),
                                                 stage.after_tied_delete(c)));
       }
     } else {
@@ -558,7 +530,7 @@ class scd2_planned {
         bool oremove = os != nullptr && (*hist)[i].remove;
         bool shown = false;
         if constexpr (compact_history) {
-          if (const sequence_type* d = state_type::shown_change(store, vs, w, w_closed);
+          if (const sequence_type* d = scd2_state::shown_change(store, vs, w, w_closed);
               d != nullptr && (os == nullptr || *d < *os)) {
             os = d;
             oremove = w_closed;
@@ -585,7 +557,7 @@ class scd2_planned {
               // A change the one-pass apply of this batch applied: a tie
               // within the batch, whose loser the planned path never counts.
               if (ctx.pass != 0 && hit->pass == ctx.pass) {
-                const pass_record& u = ctx.records[hit->rec];
+                const auto& u = ctx.records[hit->rec];
                 const bool by_pass =
                     shown ? w >= u.vers_size || (oremove && u.closed && w + 1 == u.vers_size)
                           : i >= u.hist_size;
@@ -621,21 +593,21 @@ class scd2_planned {
           }
           const bool remove = stage.ops[c] == op::remove;
           record(stage.seqs[c], remove, cur,
-                 state_type::template walk_step<Target>(ts, cur, stage.seqs[c], remove, sc.row(c),
+                 scd2_state::template walk_step<Target>(ts, cur, stage.seqs[c], remove, sc.row(c),
                                                   stage.after_tied_delete(c)));
           ++k;
         } else {
           if constexpr (compact_history) {
             bool visible;
             if (oremove) {
-              visible = state_type::template walk_delete<Target>(ts, cur, *os);
+              visible = scd2_state::template walk_delete<Target>(ts, cur, *os);
             } else {
               const std::size_t holder = shown ? w : (*hist)[i].version;
               visible =
-                  state_type::template walk_upsert<Target>(ts, cur, *os, store.get(vs[holder]));
+                  scd2_state::template walk_upsert<Target>(ts, cur, *os, store.get(vs[holder]));
             }
             if (shown && !oremove && visible &&
-                (k == e || state_type::resumes_after(store, vs, w, stage.seqs[stage.order[k]]))) {
+                (k == e || scd2_state::resumes_after(store, vs, w, stage.seqs[stage.order[k]]))) {
               // Converged: the opening of stored version w opened a
               // version again, a copy of it (walk_upsert copies the stored
               // row; its end is set later), and every new change before it
@@ -658,7 +630,7 @@ class scd2_planned {
             }
             record(*os, oremove, cur, visible);
           } else {
-            state_type::template walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row,
+            scd2_state::template walk_step<Target>(ts, cur, *os, oremove, (*hist)[i].row,
                                              (*hist)[i].after_delete);
           }
           next_stored();

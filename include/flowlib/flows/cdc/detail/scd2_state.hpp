@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/scd2_state.hpp
 //
 // AUTO CDC, SCD type 2: the state the engine keeps between batches (a
-// member of cdc_scd2, scd2.hpp), which both of its apply paths read and
+// member of cdc_flow::scd2_engine, scd2.hpp), which both of its apply paths read and
 // write: the key index, each key's versions and the changes its versions do
 // not show (compact_history); the derivation of versions from changes
 // (walk_*) both paths share; and what the planner is told about a one pass
@@ -10,6 +10,7 @@
 
 #include <flowlib/detail/flat_index.hpp>
 #include <flowlib/detail/key_index.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
 #include <flowlib/flows/cdc/detail/target_scratch.hpp>
 #include <flowlib/storage/row_store.hpp>
@@ -70,18 +71,7 @@ struct scd2_pass_context {
 
 /// The SCD2 state (K, S, Scd, Options as in flowlib::AutoCdc).
 template <class K, class S, class Scd, class... Options>
-struct scd2_state {
-  using staging = cdc_staging<K, S, Scd, Options...>;
-  using opts = typename staging::opts;
-  using change_type = typename staging::change_type;
-  using key_type = typename staging::key_type;
-  using sequence_type = typename staging::sequence_type;
-  template <class Target>
-  using mapping = typename staging::template mapping<Target>;
-  template <class Target>
-  using start_col = typename staging::template start_col<Target>;
-  template <class Target>
-  using end_col = typename staging::template end_col<Target>;
+struct cdc_flow<K, S, Scd, Options...>::scd2_state {
   using pass_record = scd2_pass_record<change_type>;
   using pass_context = scd2_pass_context<change_type>;
 
@@ -149,8 +139,8 @@ struct scd2_state {
     absl::InlinedVector<row_id, 4> versions;
   };
   // (Not key_index: see flat_index.hpp for what it adds.)
-  using index_type = flat_index<key_type, entry, key_index_hash<K, typename staging::probe>,
-                                key_index_eq<K, typename staging::probe>>;
+  using index_type = flat_index<key_type, entry, key_index_hash<K, probe>,
+                                key_index_eq<K, probe>>;
 
   explicit scd2_state(const staging& stage)
       : index(stage.template empty_index<index_type>()) {}

@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/staging.hpp
 //
-// What both AUTO CDC engines hold (cdc_scd1, cdc_scd2; each holds one
-// cdc_staging as a member): the flow's configuration (name, settings,
+// cdc_flow::staging, what both AUTO CDC engines hold (scd1_engine and
+// scd2_engine, as a member): the flow's configuration (name, settings,
 // option values, key and sequence), what the batches changed since the
 // last checkpoint, the target scratch, and the staging of a batch: the admit
 // step (expectations, then null sequences), classifying each change,
@@ -17,6 +17,7 @@
 #include <flowlib/expect.hpp>
 #include <flowlib/flows/cdc/detail/batch.hpp>
 #include <flowlib/flows/cdc/detail/change_log.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
 #include <flowlib/flows/cdc/detail/mapping.hpp>
 #include <flowlib/flows/cdc/detail/option_traits.hpp>
 #include <flowlib/flows/cdc/detail/target_scratch.hpp>
@@ -42,64 +43,19 @@
 
 namespace flowlib::detail {
 
-/// What a change does.
-enum class cdc_op : std::uint8_t { upsert, remove, truncate };
-
-/// The row id of a key without a target row (an SCD1 tombstone).
-inline constexpr row_id cdc_no_row = npos;
-
-/// Whether a batch of type R can be applied in one pass into a target of
-/// row type Target (both engines): its rows stay put while it is applied
-/// (a forward range of lvalues of the change type; the pass keeps pointers
-/// into it), and target rows move without throwing (the undo moves them).
-template <class R, class Change, class Target>
-concept cdc_one_pass_batch =
-    std::ranges::forward_range<R> &&
-    std::is_lvalue_reference_v<std::ranges::range_reference_t<R>> &&
-    std::is_same_v<std::remove_cvref_t<std::ranges::range_reference_t<R>>, Change> &&
-    std::is_nothrow_move_constructible_v<Target> && std::is_nothrow_move_assignable_v<Target>;
-
-/// The number of an engine's next one pass, whose index entries record the
-/// pass that last touched them (0: none). When the count wraps, every
-/// entry is cleared first, so that none looks touched by the new pass.
-template <class Index>
-std::uint32_t cdc_next_pass(std::uint32_t pass, Index& index) {
-  if (++pass == 0) {
-    for (auto& kv : index) kv.second.pass = 0;
-    pass = 1;
-  }
-  return pass;
-}
-
 /// The configuration of an AUTO CDC flow and the staging of its batches (K,
 /// S, Scd, Options as in flowlib::AutoCdc). A member of each engine; its
 /// members are public to the engine's parts (the planned and one-pass
 /// paths, the checkpoint), which are handed it by reference.
 template <class K, class S, class Scd, class... Options>
-class cdc_staging {
+class cdc_flow<K, S, Scd, Options...>::staging {
  public:
-  using opts = cdc_options<Scd, Options...>;
-  using change_type = typename K::row_type;
-  using key_type = typename K::value_type;
-  using sequence_type = typename S::value_type;
-  using traits = key_traits<K>;
-  using op = cdc_op;
-  using probe = cdc_probe<change_type>;
-  using scratch_type = cdc_batch<K>;  // the batch grouped by key
-  using ignored_cols = cdc_ignored_columns<change_type, opts>;
-  static constexpr std::size_t n_ignored = ignored_cols::count();
   // ignore_null_updates and ties (R-CDC-5): SCD1 keeps every tied change,
   // SCD2 merges each into the next (sort_group).
   static constexpr bool keep_tied_changes = !opts::scd2 && n_ignored > 0;
   static constexpr bool merge_tied_upserts = opts::scd2 && n_ignored > 0;
   using delete_option = typename find_option<is_deletes, void, Options...>::type;
   using truncate_option = typename find_option<is_truncates, void, Options...>::type;
-  template <class Target>
-  using mapping = cdc_mapping<change_type, Target, opts>;
-  template <class Target>
-  using start_col = column_named_t<Target, "__START_AT">;
-  template <class Target>
-  using end_col = column_named_t<Target, "__END_AT">;
   // Groups ahead whose index slots are prefetched while probing: the index
   // of a large target is out of cache, and one probe per key would stall.
   static constexpr std::size_t probe_prefetch_distance = 16;
@@ -110,16 +66,16 @@ class cdc_staging {
   static constexpr std::size_t row_prefetch_distance = 6;
   static constexpr std::size_t commit_prefetch_distance = 8;
 
-  explicit cdc_staging(std::string flow_name, CdcOptions flow_settings)
+  explicit staging(std::string flow_name, CdcOptions flow_settings)
       : name(std::move(flow_name)), settings(std::move(flow_settings)) {}
-  cdc_staging(std::string flow_name, CdcOptions flow_settings, Options... values)
+  staging(std::string flow_name, CdcOptions flow_settings, Options... values)
     requires(sizeof...(Options) > 0)
       : name(std::move(flow_name)), settings(std::move(flow_settings)),
         options(std::move(values)...) {}
-  cdc_staging(const cdc_staging&) = delete;
-  cdc_staging& operator=(const cdc_staging&) = delete;
-  cdc_staging(cdc_staging&&) = default;
-  cdc_staging& operator=(cdc_staging&&) = default;
+  staging(const staging&) = delete;
+  staging& operator=(const staging&) = delete;
+  staging(staging&&) = default;
+  staging& operator=(staging&&) = default;
 
   /// Starts applying a batch to a target of row type Target: notes it in
   /// the change log and returns the target scratch, emptied.
