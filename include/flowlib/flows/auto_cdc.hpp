@@ -136,9 +136,8 @@
 #include <flowlib/flows/contract.hpp>
 #include <flowlib/flows/cdc/detail/checkpoint.hpp>
 #include <flowlib/flows/cdc/detail/column_checks.hpp>
+#include <flowlib/flows/cdc/detail/engine.hpp>
 #include <flowlib/flows/cdc/detail/option_traits.hpp>
-#include <flowlib/flows/cdc/detail/scd1.hpp>
-#include <flowlib/flows/cdc/detail/scd2.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/stats.hpp>
@@ -297,13 +296,13 @@ class AutoCdc {
   }
 
   /// Keys the flow holds state for (target keys, plus SCD1 tombstones).
-  std::size_t key_count() const noexcept { return engine_.key_count(); }
+  std::size_t key_count() const noexcept { return engine_.state().index.size(); }
   /// SCD1: tombstones currently kept.
   std::size_t tombstone_count() const noexcept {
     if constexpr (is_scd2) {
       return 0;
     } else {
-      return engine_.tombstone_count();
+      return engine_.state().tombstones;
     }
   }
   /// SCD1: changes below this sequence are ignored (the highest truncate applied).
@@ -312,7 +311,7 @@ class AutoCdc {
       static const std::optional<sequence_type> none;
       return none;
     } else {
-      return engine_.truncate_floor();
+      return engine_.state().floor;
     }
   }
 

@@ -10,11 +10,11 @@
 //   scd1_state      scd1_state.hpp     SCD1: key index, tombstones, truncate floor
 //   scd1_planned    scd1_planned.hpp   SCD1: the planned path
 //   scd1_one_pass   scd1_one_pass.hpp  SCD1: the one-pass path
-//   scd1_engine     scd1.hpp           SCD1: the engine, holding the four above
 //   scd2_state      scd2_state.hpp     SCD2: key index, versions, kept history
 //   scd2_planned    scd2_planned.hpp   SCD2: the planned path
 //   scd2_one_pass   scd2_one_pass.hpp  SCD2: the one-pass path
-//   scd2_engine     scd2.hpp           SCD2: the engine, holding the four above
+//   engine          engine.hpp         an engine: staging, a state and its two
+//                                      paths; scd1_engine and scd2_engine
 //
 // A part names the flow's types and its sibling parts directly (they are
 // members of the enclosing class), and holds the parts it works on as
@@ -92,11 +92,13 @@ struct cdc_flow {
   struct scd1_state;
   class scd1_planned;
   class scd1_one_pass;
-  class scd1_engine;
   struct scd2_state;
   class scd2_planned;
   class scd2_one_pass;
-  class scd2_engine;
+  template <class State, class Planned, class OnePass>
+  class engine;
+  using scd1_engine = engine<scd1_state, scd1_planned, scd1_one_pass>;
+  using scd2_engine = engine<scd2_state, scd2_planned, scd2_one_pass>;
 };
 
 }  // namespace flowlib::detail

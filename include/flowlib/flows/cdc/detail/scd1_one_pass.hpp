@@ -1,8 +1,9 @@
 // flowlib/flows/cdc/detail/scd1_one_pass.hpp
 //
-// AUTO CDC, SCD type 1, the one-pass path of cdc_flow::scd1_engine (scd1.hpp). It holds
-// only its per-batch scratch (undo records, the pass log); the engine hands
-// it the staging and the SCD1 state.
+// AUTO CDC, SCD type 1, the one-pass path of cdc_flow::scd1_engine
+// (engine.hpp). It holds only its per-batch scratch (undo records, the pass
+// log); the engine hands it the staging, the SCD1 state and the planned
+// path, whose scratch it frees once it has taken over.
 //
 // A batch for a target the flow already maintains is applied in one pass
 // over the changes, in source order, straight into the target, as a
@@ -32,6 +33,7 @@
 #include <flowlib/detail/prefetch.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/flows/cdc/detail/flow.hpp>
+#include <flowlib/flows/cdc/detail/scd1_planned.hpp>
 #include <flowlib/flows/cdc/detail/scd1_state.hpp>
 #include <flowlib/flows/cdc/detail/staging.hpp>
 #include <flowlib/flows/cdc/detail/target_scratch.hpp>
@@ -104,7 +106,6 @@ class cdc_flow<K, S, Scd, Options...>::scd1_one_pass {
   };
   static constexpr std::size_t max_one_pass_rows = pass_log_entry::none;
 
-
  public:
   /// Whether a batch of type R for a Store of Target rows can take the pass.
   template <class Store, class Target, class R>
@@ -114,272 +115,282 @@ class cdc_flow<K, S, Scd, Options...>::scd1_one_pass {
         { s.get(id) } -> std::same_as<Target&>;
       };
 
+  /// Whether the pass takes a batch it applies to: always (a batch for a
+  /// target the flow already maintains).
+  static constexpr bool takes(const staging&, const scd1_state&) noexcept { return true; }
+
   /// Applies the batch in one pass. Returns false, with everything undone,
   /// when the batch holds a truncate; throws, with everything undone, on an
-  /// error.
-      template <class Store, class Target, class R, class... P>
-      bool apply(staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
-                 R& batch, const Expectations<P...>& checks, BatchStats& stats) {
-        undo_records_.clear();
-        pass_log_.clear();
-        nulled_columns_.clear();
-        pass_ = cdc_next_pass(pass_, state.index);
-        const bool gc = stage.settings.tombstone_gc_threshold.has_value();
-        state.read_clock(stage.settings);
-        if (gc) state.compact_gc_queue(stage.changes);
-        const std::size_t gc_size = state.gc_queue.size();
-        std::ptrdiff_t tomb_delta = 0;
-        bool ties = false;  // some key's metrics need recounting
-        superseded_.clear();
-        keys_with_superseded_.clear();
-        due_writes_.clear();
-        // The admit step, row by row inside the pass (R-CDC-5): its counts reach
-        // `stats` only once the pass is through.
-        admit_sequenced<K, S, P...> admit{checks, stage.key, stage.seq, stage.name,
-                                          null_sequence_rule::cdc5};
+  /// error. Once through, it frees the planned path's scratch (a later
+  /// planned batch allocates it again).
+  template <class Store, class Target, class R, class... P>
+  bool apply(staging& stage, scd1_state& state, scd1_planned& planned, Store& store,
+             cdc_target_scratch<Target>& ts, R& batch, const Expectations<P...>& checks,
+             BatchStats& stats) {
+    undo_records_.clear();
+    pass_log_.clear();
+    nulled_columns_.clear();
+    pass_ = cdc_next_pass(pass_, state.index);
+    const bool gc = stage.settings.tombstone_gc_threshold.has_value();
+    state.read_clock(stage.settings);
+    if (gc) state.compact_gc_queue(stage.changes);
+    const std::size_t gc_size = state.gc_queue.size();
+    std::ptrdiff_t tomb_delta = 0;
+    bool ties = false;  // some key's metrics need recounting
+    superseded_.clear();
+    keys_with_superseded_.clear();
+    due_writes_.clear();
+    // The admit step, row by row inside the pass (R-CDC-5): its counts reach
+    // `stats` only once the pass is through.
+    admit_sequenced<K, S, P...> admit{checks, stage.key, stage.seq, stage.name,
+                                      null_sequence_rule::cdc5};
 
-        // One change; false on a truncate. `e` is the key's entry when the
-        // caller found it already (nullptr: look it up).
-        const auto step = [&](const change_type& r, std::size_t h, entry* e) -> bool {
-          std::optional<sequence_type> so = admit(r);
-          if (!so) return true;  // dropped by an expectation
-          const sequence_type& s = *so;
-          const op o = stage.classify(r);
-          if (o == op::truncate) return false;
-          if (state.floor && s < *state.floor) {  // below an earlier truncate
-            ++stats.ignored_late_rows;
-            return true;
-          }
-          const probe p{&r, h};
-          if (e == nullptr) {
-            auto it = state.index.find(p);
-            if (it != state.index.end()) e = &it->second;
-          }
-          undo_record* u;
-          bool first = false;
-          if (e != nullptr && e->pass == pass_) {
-            u = &undo_records_[e->rec];
-            if (u->have && s < u->old.seq) {  // older than the stored change (R-CDC-2)
-              ++stats.ignored_late_rows;
-              return true;
-            }
-          } else {
-            const bool have =
-                e != nullptr && !(e->row == cdc_no_row && state.expired(stage.settings, *e));
-            if (have && s < e->seq) {
-              ++stats.ignored_late_rows;
-              return true;
-            }
-            // The key's first applied change in this pass: its undo record.
-            first = true;
-            const auto ri = static_cast<std::uint32_t>(undo_records_.size());
-            if (e != nullptr) {
-              undo_records_.push_back({&r, *e, npos, true, have, e->row == cdc_no_row, false, false,
-                                       npos, pass_log_entry::none, npos, npos});
-            } else {
-              key_type k = stage.key(r);
-              undo_records_.push_back({&r, entry{}, npos, false, false, false, false, false, npos,
-                                       pass_log_entry::none, npos, npos});
-              const std::uint64_t gen = state.index.generation();
-              entry fresh{};
-              fresh.seq = s;
-              e = &state.index.emplace(std::move(k), std::move(fresh)).first->second;
-              if (state.index.generation() != gen) {
-                lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
-              }
-            }
-            e->pass = pass_;
-            e->rec = ri;
-            u = &undo_records_.back();
-          }
-          const auto li = static_cast<std::uint32_t>(pass_log_.size());
-          if (li == max_one_pass_rows) {
-            throw error(errc::invalid_argument, stage.name, "", "",
-                        "a batch cannot hold more than 2^31-1 changes");
-          }
-          pass_log_.push_back({s, u->last_log, u->last_max, o == op::remove});
-          u->last_log = li;
-          // The metrics of the planned path (see find_superseded_ties).
-          const bool valid = !first || u->have;
-          if (valid && s < e->seq) {  // below the key's batch maximum: superseded
-            ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
-            if (u->have && !(u->old.seq < s)) {
-              u->tie = ties = true;  // equal to the stored change
-            } else {
-              // Equal to an earlier batch maximum of the key? Those decrease
-              // along the chain, so the walk stops at the first not above s
-              // (usually at once: late changes are seldom far behind).
-              std::uint32_t j = u->last_max;
-              while (j != pass_log_entry::none && s < pass_log_[j].seq) j = pass_log_[j].prev_max;
-              if (j != pass_log_entry::none && !(pass_log_[j].seq < s)) u->tie = ties = true;
-              // Ties among superseded changes: found at the end.
-              if (u->last_sup != npos && superseded_[u->last_sup].prev == npos) {
-                keys_with_superseded_.push_back(e->rec);  // the key's second
-              }
-              superseded_.push_back({s, u->last_sup});
-              u->last_sup = static_cast<std::uint32_t>(superseded_.size() - 1);
-            }
-            return true;
-          }
-          u->last_max = li;
-          if (valid && !(e->seq < s)) {  // a tie: the later change wins (R-CDC-5)
-            ++stats.tied_rows;
-            if (!first) --(e->row == cdc_no_row ? stats.deleted_rows : stats.upserted_rows);
-          }
-          ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
-
-          e->seq = s;
-          if (o == op::remove) {
-            if (u->due != npos) due_writes_[u->due].change = nullptr;
-            if (e->row != cdc_no_row) {
-              if (u->existed && e->row == u->old.row) {
-                u->parked = true;  // erased once the pass has succeeded
-              } else {
-                store.erase(e->row);  // inserted by this pass
-              }
-              e->row = cdc_no_row;
-            }
-            e->deleted_at = state.now;
-            if (!u->tomb) ++tomb_delta;
-            u->tomb = true;
-            return true;
-          }
-          if (e->row == cdc_no_row && u->parked) {  // deleted earlier in the pass: back
-            e->row = u->old.row;
-            u->parked = false;
-          }
-          if (e->row != cdc_no_row) {
-            Target& t = store.get(e->row);
-            if constexpr (write_last<Target>) {
-              // A stored row's null made an empty string is logged for the undo
-              // (a row this pass inserted is erased by it).
-              const bool stored = u->existed && e->row == u->old.row;
-              mapping<Target>::prepare(t, r, [&](std::uint32_t col) {
-                if (stored) nulled_columns_.push_back({e->row, col});
-              });
-            } else if (u->existed && e->row == u->old.row && u->saved == npos) {
-              const std::uint32_t slot = ts.alloc();
-              ts.rows[slot] = std::move(t);
-              u->saved = slot;
-            }
-            if (!write_last<Target> && first) {
-              mapping<Target>::assign(t, r);
-            } else if (u->due == npos) {  // written once the pass is through
-              u->due = static_cast<std::uint32_t>(due_writes_.size());
-              due_writes_.push_back({&r, e->row});
-            } else {
-              due_writes_[u->due] = {&r, e->row};
-            }
-          } else {
-            store.reserve(1);
-            Target t{};
-            mapping<Target>::assign(t, r);
-            e->row = store.insert(std::move(t));
-          }
-          if (u->tomb) --tomb_delta;
-          u->tomb = false;
-          return true;
-        };
-
-        bool complete = true;
-        try {
-          constexpr bool contiguous =
-              std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-          if constexpr (contiguous) {
-            // Read ahead: a row is prefetched 32 rows ahead, its key hashed and
-            // its index control bytes prefetched 16 ahead, the slot its lookup
-            // will compare prefetched 8 ahead (flat_index::prefetch_match), its
-            // entry found 4 ahead (lookahead_entries_[i % 4] is row i's entry, or null), and
-            // its undo record, or its target row (unless write_last: the pass
-            // does not read it), prefetched 2 ahead. (Without the slot stage
-            // the lookup 4 ahead stalls on the slot.)
-            constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4,
-                                  record_ahead = 2;
-            // (Even a small target is read ahead: the batch streams through
-            // the cache and evicts its index and rows between batches.)
-            const change_type* data = std::ranges::data(batch);
-            const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-            std::array<std::size_t, hash_ahead> hashes{};
-            lookahead_entries_.fill(nullptr);
-            for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
-              hashes[i] = traits::hash(stage.key, data[i]);
-              state.index.prefetch(probe{&data[i], hashes[i]});
-            }
-            for (std::size_t i = 0; i < n; ++i) {
-              const std::size_t h = hashes[i % hash_ahead];
-              entry* e = lookahead_entries_[i % find_ahead];
-              if (i + 2 * hash_ahead < n) staging::prefetch_change(data[i + 2 * hash_ahead]);
-              if (i + record_ahead < n) {
-                // (A key this pass touched already has its row cached; its
-                // later upserts are not written until the end anyway.)
-                if (const entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
-                  if (a->pass == pass_) {
-                    prefetch(&undo_records_[a->rec]);
-                  } else if (!write_last<Target> && a->row != cdc_no_row) {
-                    prefetch_row(store, a->row);
-                  }
-                }
-              }
-              if (i + find_ahead < n) {
-                const std::size_t j = i + find_ahead;
-                auto it = state.index.find(probe{&data[j], hashes[j % hash_ahead]});
-                lookahead_entries_[j % find_ahead] =
-                    it == state.index.end() ? nullptr : &it->second;
-              }
-              if (i + match_ahead < n) {
-                state.index.prefetch_match(
-                    probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
-              }
-              if (i + hash_ahead < n) {
-                const change_type& a = data[i + hash_ahead];
-                hashes[i % hash_ahead] = traits::hash(stage.key, a);
-                state.index.prefetch(probe{&a, hashes[i % hash_ahead]});
-              }
-              if (!step(data[i], h, e)) {
-                complete = false;
-                break;
-              }
-            }
-          } else {
-            for (const change_type& r : batch) {
-              if (!step(r, traits::hash(stage.key, r), nullptr)) {
-                complete = false;
-                break;
-              }
-            }
-          }
-          if (complete) {
-            if (!keys_with_superseded_.empty() && find_superseded_ties()) ties = true;
-            if (ties) recount_ties(stats);
-            if (gc) {
-              for (const undo_record& u : undo_records_) {
-                if (u.tomb) state.gc_queue.push_back({stage.key(*u.src), state.now});
-              }
-            }
-            if (stage.changes.tracking) {  // a checkpoint lists the keys changed
-              for (const undo_record& u : undo_records_)
-                stage.changes.touched.push_back(stage.key(*u.src));
-            }
-            admit.finish(stats);
-            write_due(store);  // last: with write_last, it cannot throw
-          }
-        } catch (...) {
-          undo(stage, state, store, ts, gc_size);
-          throw;
-        }
-        if (!complete) {
-          undo(stage, state, store, ts, gc_size);
-          return false;
-        }
-        // Commit: erase the parked rows; nothing here can fail.
-        for (const undo_record& u : undo_records_) {
-          if (u.parked) store.erase(u.old.row);
-        }
-        state.tombstones =
-            static_cast<std::size_t>(static_cast<std::ptrdiff_t>(state.tombstones) + tomb_delta);
-        if (gc) state.collect_tombstones(stage.settings);
+    // One change; false on a truncate. `e` is the key's entry when the
+    // caller found it already (nullptr: look it up).
+    const auto step = [&](const change_type& r, std::size_t h, entry* e) -> bool {
+      std::optional<sequence_type> so = admit(r);
+      if (!so) return true;  // dropped by an expectation
+      const sequence_type& s = *so;
+      const op o = stage.classify(r);
+      if (o == op::truncate) return false;
+      if (state.floor && s < *state.floor) {  // below an earlier truncate
+        ++stats.ignored_late_rows;
         return true;
       }
+      const probe p{&r, h};
+      if (e == nullptr) {
+        auto it = state.index.find(p);
+        if (it != state.index.end()) e = &it->second;
+      }
+      undo_record* u;
+      bool first = false;
+      if (e != nullptr && e->pass == pass_) {
+        u = &undo_records_[e->rec];
+        if (u->have && s < u->old.seq) {  // older than the stored change (R-CDC-2)
+          ++stats.ignored_late_rows;
+          return true;
+        }
+      } else {
+        const bool have =
+            e != nullptr && !(e->row == cdc_no_row && state.expired(stage.settings, *e));
+        if (have && s < e->seq) {
+          ++stats.ignored_late_rows;
+          return true;
+        }
+        // The key's first applied change in this pass: its undo record.
+        first = true;
+        const auto ri = static_cast<std::uint32_t>(undo_records_.size());
+        if (e != nullptr) {
+          undo_records_.push_back({&r, *e, npos, true, have, e->row == cdc_no_row, false, false,
+                                   npos, pass_log_entry::none, npos, npos});
+        } else {
+          key_type k = stage.key(r);
+          undo_records_.push_back({&r, entry{}, npos, false, false, false, false, false, npos,
+                                   pass_log_entry::none, npos, npos});
+          const std::uint64_t gen = state.index.generation();
+          entry fresh{};
+          fresh.seq = s;
+          e = &state.index.emplace(std::move(k), std::move(fresh)).first->second;
+          if (state.index.generation() != gen) {
+            lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
+          }
+        }
+        e->pass = pass_;
+        e->rec = ri;
+        u = &undo_records_.back();
+      }
+      const auto li = static_cast<std::uint32_t>(pass_log_.size());
+      if (li == max_one_pass_rows) {
+        throw error(errc::invalid_argument, stage.name, "", "",
+                    "a batch cannot hold more than 2^31-1 changes");
+      }
+      pass_log_.push_back({s, u->last_log, u->last_max, o == op::remove});
+      u->last_log = li;
+      // The metrics of the planned path (see find_superseded_ties).
+      const bool valid = !first || u->have;
+      if (valid && s < e->seq) {  // below the key's batch maximum: superseded
+        ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
+        if (u->have && !(u->old.seq < s)) {
+          u->tie = ties = true;  // equal to the stored change
+        } else {
+          // Equal to an earlier batch maximum of the key? Those decrease
+          // along the chain, so the walk stops at the first not above s
+          // (usually at once: late changes are seldom far behind).
+          std::uint32_t j = u->last_max;
+          while (j != pass_log_entry::none && s < pass_log_[j].seq) j = pass_log_[j].prev_max;
+          if (j != pass_log_entry::none && !(pass_log_[j].seq < s)) u->tie = ties = true;
+          // Ties among superseded changes: found at the end.
+          if (u->last_sup != npos && superseded_[u->last_sup].prev == npos) {
+            keys_with_superseded_.push_back(e->rec);  // the key's second
+          }
+          superseded_.push_back({s, u->last_sup});
+          u->last_sup = static_cast<std::uint32_t>(superseded_.size() - 1);
+        }
+        return true;
+      }
+      u->last_max = li;
+      if (valid && !(e->seq < s)) {  // a tie: the later change wins (R-CDC-5)
+        ++stats.tied_rows;
+        if (!first) --(e->row == cdc_no_row ? stats.deleted_rows : stats.upserted_rows);
+      }
+      ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
+
+      e->seq = s;
+      if (o == op::remove) {
+        if (u->due != npos) due_writes_[u->due].change = nullptr;
+        if (e->row != cdc_no_row) {
+          if (u->existed && e->row == u->old.row) {
+            u->parked = true;  // erased once the pass has succeeded
+          } else {
+            store.erase(e->row);  // inserted by this pass
+          }
+          e->row = cdc_no_row;
+        }
+        e->deleted_at = state.now;
+        if (!u->tomb) ++tomb_delta;
+        u->tomb = true;
+        return true;
+      }
+      if (e->row == cdc_no_row && u->parked) {  // deleted earlier in the pass: back
+        e->row = u->old.row;
+        u->parked = false;
+      }
+      if (e->row != cdc_no_row) {
+        Target& t = store.get(e->row);
+        if constexpr (write_last<Target>) {
+          // A stored row's null made an empty string is logged for the undo
+          // (a row this pass inserted is erased by it).
+          const bool stored = u->existed && e->row == u->old.row;
+          mapping<Target>::prepare(t, r, [&](std::uint32_t col) {
+            if (stored) nulled_columns_.push_back({e->row, col});
+          });
+        } else if (u->existed && e->row == u->old.row && u->saved == npos) {
+          const std::uint32_t slot = ts.alloc();
+          ts.rows[slot] = std::move(t);
+          u->saved = slot;
+        }
+        if (!write_last<Target> && first) {
+          mapping<Target>::assign(t, r);
+        } else if (u->due == npos) {  // written once the pass is through
+          u->due = static_cast<std::uint32_t>(due_writes_.size());
+          due_writes_.push_back({&r, e->row});
+        } else {
+          due_writes_[u->due] = {&r, e->row};
+        }
+      } else {
+        store.reserve(1);
+        Target t{};
+        mapping<Target>::assign(t, r);
+        e->row = store.insert(std::move(t));
+      }
+      if (u->tomb) --tomb_delta;
+      u->tomb = false;
+      return true;
+    };
+
+    bool complete = true;
+    try {
+      constexpr bool contiguous =
+          std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
+      if constexpr (contiguous) {
+        // Read ahead: a row is prefetched 32 rows ahead, its key hashed and
+        // its index control bytes prefetched 16 ahead, the slot its lookup
+        // will compare prefetched 8 ahead (flat_index::prefetch_match), its
+        // entry found 4 ahead (lookahead_entries_[i % 4] is row i's entry, or null), and
+        // its undo record, or its target row (unless write_last: the pass
+        // does not read it), prefetched 2 ahead. (Without the slot stage
+        // the lookup 4 ahead stalls on the slot.)
+        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4,
+                              record_ahead = 2;
+        // (Even a small target is read ahead: the batch streams through
+        // the cache and evicts its index and rows between batches.)
+        const change_type* data = std::ranges::data(batch);
+        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
+        std::array<std::size_t, hash_ahead> hashes{};
+        lookahead_entries_.fill(nullptr);
+        for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
+          hashes[i] = traits::hash(stage.key, data[i]);
+          state.index.prefetch(probe{&data[i], hashes[i]});
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t h = hashes[i % hash_ahead];
+          entry* e = lookahead_entries_[i % find_ahead];
+          if (i + 2 * hash_ahead < n) staging::prefetch_change(data[i + 2 * hash_ahead]);
+          if (i + record_ahead < n) {
+            // (A key this pass touched already has its row cached; its
+            // later upserts are not written until the end anyway.)
+            if (const entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
+              if (a->pass == pass_) {
+                prefetch(&undo_records_[a->rec]);
+              } else if (!write_last<Target> && a->row != cdc_no_row) {
+                prefetch_row(store, a->row);
+              }
+            }
+          }
+          if (i + find_ahead < n) {
+            const std::size_t j = i + find_ahead;
+            auto it = state.index.find(probe{&data[j], hashes[j % hash_ahead]});
+            lookahead_entries_[j % find_ahead] =
+                it == state.index.end() ? nullptr : &it->second;
+          }
+          if (i + match_ahead < n) {
+            state.index.prefetch_match(
+                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
+          }
+          if (i + hash_ahead < n) {
+            const change_type& a = data[i + hash_ahead];
+            hashes[i % hash_ahead] = traits::hash(stage.key, a);
+            state.index.prefetch(probe{&a, hashes[i % hash_ahead]});
+          }
+          if (!step(data[i], h, e)) {
+            complete = false;
+            break;
+          }
+        }
+      } else {
+        for (const change_type& r : batch) {
+          if (!step(r, traits::hash(stage.key, r), nullptr)) {
+            complete = false;
+            break;
+          }
+        }
+      }
+      if (complete) {
+        if (!keys_with_superseded_.empty() && find_superseded_ties()) ties = true;
+        if (ties) recount_ties(stats);
+        if (gc) {
+          for (const undo_record& u : undo_records_) {
+            if (u.tomb) state.gc_queue.push_back({stage.key(*u.src), state.now});
+          }
+        }
+        if (stage.changes.tracking) {  // a checkpoint lists the keys changed
+          for (const undo_record& u : undo_records_)
+            stage.changes.touched.push_back(stage.key(*u.src));
+        }
+        admit.finish(stats);
+        write_due(store);  // last: with write_last, it cannot throw
+      }
+    } catch (...) {
+      undo(stage, state, store, ts, gc_size);
+      throw;
+    }
+    if (!complete) {
+      undo(stage, state, store, ts, gc_size);
+      return false;
+    }
+    // Commit: erase the parked rows; nothing here can fail.
+    for (const undo_record& u : undo_records_) {
+      if (u.parked) store.erase(u.old.row);
+    }
+    state.tombstones =
+        static_cast<std::size_t>(static_cast<std::ptrdiff_t>(state.tombstones) + tomb_delta);
+    if (gc) state.collect_tombstones(stage.settings);
+    if (stage.scratch) {
+      stage.release_staging();
+      planned.release();
+    }
+    return true;
+  }
 
   /// Frees the pass's scratch (as new, for a full refresh of the target).
   void release() noexcept { *this = scd1_one_pass{}; }

@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/scd1_planned.hpp
 //
-// AUTO CDC, SCD type 1, the planned path of cdc_flow::scd1_engine (scd1.hpp; R-CDC-2,
-// R-CDC-3, R-CDC-5..7): the batch is grouped by key (staging.hpp), every
+// AUTO CDC, SCD type 1, the planned path of cdc_flow::scd1_engine
+// (engine.hpp; R-CDC-2, R-CDC-3, R-CDC-5..7): the batch is grouped by key (staging.hpp), every
 // key's outcome planned in scratch space in sequence order, storage
 // reserved, and only then committed by operations that cannot fail. It
 // holds only its per-batch scratch; the engine hands it the staging and the

@@ -1,8 +1,8 @@
 // flowlib/flows/cdc/detail/scd1_state.hpp
 //
 // AUTO CDC, SCD type 1: the state the engine keeps between batches (a
-// member of cdc_flow::scd1_engine, scd1.hpp), which both of its apply paths read and
-// write: the key index with each key's entry (its last sequence, its row or
+// member of cdc_flow::scd1_engine, engine.hpp), which both of its apply
+// paths read and write: the key index with each key's entry (its last sequence, its row or
 // a tombstone, and with ignore_null_updates the sequence that set each
 // column that ignores nulls), the tombstones and their GC queue, and the
 // truncate floor. checkpoint.hpp persists it. Internal.

@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/scd2_one_pass.hpp
 //
-// AUTO CDC, SCD type 2, the one-pass path of cdc_flow::scd2_engine (scd2.hpp), for a
-// large target the engine already maintains. It holds only its per-batch
+// AUTO CDC, SCD type 2, the one-pass path of cdc_flow::scd2_engine
+// (engine.hpp), for a large target the engine already maintains. It holds only its per-batch
 // scratch (undo records, the changes it sets aside); the engine hands it
 // the staging, the SCD2 state and the planned path, which plans the
 // set-aside changes.
@@ -69,10 +69,17 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
                                   scd2_state::template close_in_place<Store, Target> &&
                                   cdc_one_pass_batch<R, change_type, Target>;
 
+  /// Whether the pass takes a batch it applies to: for a target with at
+  /// least CdcEngineOptions::scd2_one_pass_min_keys keys (below, planning
+  /// is faster).
+  static bool takes(const staging& stage, const scd2_state& state) noexcept {
+    return state.index.size() >= stage.settings.tuning.scd2_one_pass_min_keys;
+  }
+
   /// Applies the batch in one pass (the changes it sets aside planned after
-  /// it); throws, with everything undone, on an error.
+  /// it) and returns true; throws, with everything undone, on an error.
   template <class Store, class Target, class R, class... P>
-  void apply(staging& stage, scd2_state& state, scd2_planned& planned,
+  bool apply(staging& stage, scd2_state& state, scd2_planned& planned,
              Store& store, cdc_target_scratch<Target>& ts, R& batch,
              const Expectations<P...>& checks, BatchStats& stats) {
     using Map = mapping<Target>;
@@ -271,6 +278,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
       throw;
     }
     if (!deferred_.empty()) planned.commit(stage, state, store, ts);  // cannot fail
+    return true;
   }
 
   /// Frees the pass's scratch (as new, for a full refresh of the target).

@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/scd2_planned.hpp
 //
-// AUTO CDC, SCD type 2, the planned path of cdc_flow::scd2_engine (scd2.hpp; R-CDC-4,
-// R-CDC-5..7): the batch is grouped by key (staging.hpp); a key's changes
+// AUTO CDC, SCD type 2, the planned path of cdc_flow::scd2_engine
+// (engine.hpp; R-CDC-4, R-CDC-5..7): the batch is grouped by key (staging.hpp); a key's changes
 // after all of its stored ones continue from its current version, a late
 // one re-derives its versions from the version in effect at its sequence
 // (in segments that stop where the re-derivation meets the stored versions

@@ -1,8 +1,8 @@
 // flowlib/flows/cdc/detail/scd2_state.hpp
 //
 // AUTO CDC, SCD type 2: the state the engine keeps between batches (a
-// member of cdc_flow::scd2_engine, scd2.hpp), which both of its apply paths read and
-// write: the key index, each key's versions and the changes its versions do
+// member of cdc_flow::scd2_engine, engine.hpp), which both of its apply
+// paths read and write: the key index, each key's versions and the changes its versions do
 // not show (compact_history); the derivation of versions from changes
 // (walk_*) both paths share; and what the planner is told about a one pass
 // that ran before it. checkpoint.hpp persists it. Internal.

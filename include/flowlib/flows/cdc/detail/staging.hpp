@@ -1,7 +1,7 @@
 // flowlib/flows/cdc/detail/staging.hpp
 //
-// cdc_flow::staging, what both AUTO CDC engines hold (scd1_engine and
-// scd2_engine, as a member): the flow's configuration (name, settings,
+// cdc_flow::staging, what every AUTO CDC engine holds (as a member,
+// engine.hpp): the flow's configuration (name, settings,
 // option values, key and sequence), what the batches changed since the
 // last checkpoint, the target scratch, and the staging of a batch: the admit
 // step (expectations, then null sequences), classifying each change,
