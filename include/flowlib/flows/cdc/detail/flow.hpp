@@ -88,6 +88,20 @@ struct cdc_flow {
   template <class Target>
   using end_col = column_named_t<Target, "__END_AT">;
 
+  // SCD2's kept history (scd2_state.hpp): with every column tracked and
+  // none ignoring nulls, a key keeps only the changes its versions do not
+  // show, each referring to a version (compact); otherwise every change.
+  static constexpr bool scd2_compact_history =
+      opts::ignore_mode == 0 && opts::scd::track_mode == 0 && !opts::strict &&
+      std::is_nothrow_move_constructible_v<sequence_type> &&
+      std::is_nothrow_move_assignable_v<sequence_type>;
+  struct scd2_full_event;
+  struct scd2_ref_event;
+  using scd2_event = std::conditional_t<scd2_compact_history, scd2_ref_event, scd2_full_event>;
+  struct scd2_entry;
+  struct scd2_pass_record;
+  struct scd2_pass_context;
+
   class staging;
   struct scd1_state;
   class scd1_planned;

@@ -290,71 +290,18 @@ class cdc_flow<K, S, Scd, Options...>::scd1_one_pass {
 
     bool complete = true;
     try {
-      constexpr bool contiguous =
-          std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-      if constexpr (contiguous) {
-        // Read ahead: a row is prefetched 32 rows ahead, its key hashed and
-        // its index control bytes prefetched 16 ahead, the slot its lookup
-        // will compare prefetched 8 ahead (flat_index::prefetch_match), its
-        // entry found 4 ahead (lookahead_entries_[i % 4] is row i's entry, or null), and
-        // its undo record, or its target row (unless write_last: the pass
-        // does not read it), prefetched 2 ahead. (Without the slot stage
-        // the lookup 4 ahead stalls on the slot.)
-        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4,
-                              record_ahead = 2;
-        // (Even a small target is read ahead: the batch streams through
-        // the cache and evicts its index and rows between batches.)
-        const change_type* data = std::ranges::data(batch);
-        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-        std::array<std::size_t, hash_ahead> hashes{};
-        lookahead_entries_.fill(nullptr);
-        for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
-          hashes[i] = traits::hash(stage.key, data[i]);
-          state.index.prefetch(probe{&data[i], hashes[i]});
+      const auto records_or_rows = [&](const entry& a) {
+        // (A key this pass touched already has its row cached; its later
+        // upserts are not written until the end anyway.)
+        if (a.pass == pass_) {
+          prefetch(&undo_records_[a.rec]);
+        } else if (!write_last<Target> && a.row != cdc_no_row) {
+          prefetch_row(store, a.row);
         }
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t h = hashes[i % hash_ahead];
-          entry* e = lookahead_entries_[i % find_ahead];
-          if (i + 2 * hash_ahead < n) staging::prefetch_change(data[i + 2 * hash_ahead]);
-          if (i + record_ahead < n) {
-            // (A key this pass touched already has its row cached; its
-            // later upserts are not written until the end anyway.)
-            if (const entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
-              if (a->pass == pass_) {
-                prefetch(&undo_records_[a->rec]);
-              } else if (!write_last<Target> && a->row != cdc_no_row) {
-                prefetch_row(store, a->row);
-              }
-            }
-          }
-          if (i + find_ahead < n) {
-            const std::size_t j = i + find_ahead;
-            auto it = state.index.find(probe{&data[j], hashes[j % hash_ahead]});
-            lookahead_entries_[j % find_ahead] =
-                it == state.index.end() ? nullptr : &it->second;
-          }
-          if (i + match_ahead < n) {
-            state.index.prefetch_match(
-                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
-          }
-          if (i + hash_ahead < n) {
-            const change_type& a = data[i + hash_ahead];
-            hashes[i % hash_ahead] = traits::hash(stage.key, a);
-            state.index.prefetch(probe{&a, hashes[i % hash_ahead]});
-          }
-          if (!step(data[i], h, e)) {
-            complete = false;
-            break;
-          }
-        }
-      } else {
-        for (const change_type& r : batch) {
-          if (!step(r, traits::hash(stage.key, r), nullptr)) {
-            complete = false;
-            break;
-          }
-        }
-      }
+      };
+      const auto none = [](const entry&) noexcept {};
+      complete = stage.one_pass_over(batch, state.index, lookahead_entries_, step, none,
+                                     records_or_rows, none);
       if (complete) {
         if (!keys_with_superseded_.empty() && find_superseded_ties()) ties = true;
         if (ties) recount_ties(stats);

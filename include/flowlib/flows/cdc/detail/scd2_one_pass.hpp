@@ -56,16 +56,12 @@ namespace flowlib::detail {
 /// The one-pass path of the SCD2 engine.
 template <class K, class S, class Scd, class... Options>
 class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
-  using entry = typename scd2_state::entry;
-  using ref_event = typename scd2_state::ref_event;
-  using pass_record = typename scd2_state::pass_record;
-
  public:
   /// Whether a batch of type R for a Store of Target rows can take the pass:
   /// with a compact history, where every change of a key that follows all
   /// of its stored ones is applied straight into the target.
   template <class Store, class Target, class R>
-  static constexpr bool applies = scd2_state::compact_history &&
+  static constexpr bool applies = scd2_compact_history &&
                                   scd2_state::template close_in_place<Store, Target> &&
                                   cdc_one_pass_batch<R, change_type, Target>;
 
@@ -98,7 +94,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
 
     // One change. `e` is the key's entry when the caller found it already
     // (nullptr: look it up).
-    const auto step = [&](const change_type& r, std::size_t h, entry* e) {
+    const auto step = [&](const change_type& r, std::size_t h, scd2_entry* e) {
       std::optional<sequence_type> so = admit(r);
       if (!so) return;  // dropped by an expectation
       const sequence_type& s = *so;
@@ -107,7 +103,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
         auto it = state.index.find(probe{&r, h});
         if (it != state.index.end()) e = &it->second;
       }
-      pass_record* u;
+      scd2_pass_record* u;
       if (e != nullptr && e->pass == pass_) {
         u = &pass_records_[e->rec];
       } else {  // the key's first change in this pass: its undo record
@@ -156,7 +152,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
       // (room first: the push cannot fail).
       const auto keep = [&](std::uint32_t version) {
         cdc_reserve_grow(hist, hist.size() + 1);
-        hist.push_back(ref_event{s, version, remove});
+        hist.push_back(scd2_ref_event{s, version, remove});
       };
       if (remove) {
         if (open) {
@@ -194,64 +190,23 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
     };
 
     try {
-      if constexpr (std::ranges::contiguous_range<R> && std::ranges::sized_range<R>) {
-        // The read-ahead of apply_one_pass (SCD1), with one more stage: 2
-        // ahead the entry's version list and last event are prefetched, 1
-        // ahead its open version's row (a key with more than four versions
-        // keeps the list on the heap). The loop is written out in each:
-        // shared (a member template taking the step, or helpers that start
-        // and advance the read-ahead), GCC compiled SCD1's pass markedly
-        // slower.
-        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2,
-                              row_ahead = 1;
-        const change_type* data = std::ranges::data(batch);
-        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-        std::array<std::size_t, hash_ahead> hashes{};
-        lookahead_entries_.fill(nullptr);
-        for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
-          hashes[i] = traits::hash(stage.key, data[i]);
-          state.index.prefetch(probe{&data[i], hashes[i]});
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t h = hashes[i % hash_ahead];
-          entry* e = lookahead_entries_[i % find_ahead];
-          if (i + 2 * hash_ahead < n) staging::prefetch_change(data[i + 2 * hash_ahead]);
-          if (i + row_ahead < n) {  // its version row, once the version list is in cache
-            const entry* a = lookahead_entries_[(i + row_ahead) % find_ahead];
-            if (a != nullptr && !a->versions.empty()) {
-              prefetch_row(store, a->versions.back());
-            }
-          }
-          if (i + record_ahead < n) {  // what the entry, found and prefetched earlier, points to
-            if (const entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
-              if (!a->versions.empty()) prefetch(&a->versions.back());
-              if (a->history.size() > 1) prefetch(&a->history.back());
-              if (a->pass == pass_) prefetch(&pass_records_[a->rec]);
-            }
-          }
-          if (i + find_ahead < n) {
-            const std::size_t j = i + find_ahead;
-            auto it = state.index.find(probe{&data[j], hashes[j % hash_ahead]});
-            entry* a = it == state.index.end() ? nullptr : &it->second;
-            lookahead_entries_[j % find_ahead] = a;
-            // (With prefetch_match's first and last line of the slot, this
-            // covers a slot over three lines.)
-            if (a != nullptr) prefetch_object(a);
-          }
-          if (i + match_ahead < n) {
-            state.index.prefetch_match(
-                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
-          }
-          if (i + hash_ahead < n) {
-            const change_type& a = data[i + hash_ahead];
-            hashes[i % hash_ahead] = traits::hash(stage.key, a);
-            state.index.prefetch(probe{&a, hashes[i % hash_ahead]});
-          }
-          step(data[i], h, e);
-        }
-      } else {
-        for (const change_type& r : batch) step(r, traits::hash(stage.key, r), nullptr);
-      }
+      // The read-ahead of SCD1's pass, with one more stage: 2 ahead the
+      // entry's version list and last event are prefetched, 1 ahead its open
+      // version's row (a key with more than four versions keeps the list on
+      // the heap); an entry found 4 ahead is prefetched whole (with
+      // prefetch_match's first and last line of the slot, this covers a slot
+      // over three lines).
+      stage.one_pass_over(
+          batch, state.index, lookahead_entries_, step,
+          [&](const scd2_entry& a) {  // its version row, once the version list is in cache
+            if (!a.versions.empty()) prefetch_row(store, a.versions.back());
+          },
+          [&](const scd2_entry& a) {  // what the entry, found and prefetched earlier, points to
+            if (!a.versions.empty()) prefetch(&a.versions.back());
+            if (a.history.size() > 1) prefetch(&a.history.back());
+            if (a.pass == pass_) prefetch(&pass_records_[a.rec]);
+          },
+          [](const scd2_entry& a) { prefetch_object(&a); });
       if (!deferred_.empty()) {
         // The set-aside changes, planned over what the pass applied (their
         // rows were counted, checked and validated by the pass).
@@ -262,14 +217,14 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
         ts.used = 0;
         stage.stage_batch(rows, NoExpectations{}, late, std::optional<sequence_type>{});
         planned.plan(stage, state, store, ts, late,
-                     typename scd2_state::pass_context{pass_, pass_records_.data(), &lost_ties});
+                     scd2_pass_context{pass_, pass_records_.data(), &lost_ties});
         planned.reserve(store);
         stats.upserted_rows += late.upserted_rows - lost_ties[0];
         stats.deleted_rows += late.deleted_rows - lost_ties[1];
         stats.tied_rows += late.tied_rows;
       }
       if (stage.changes.tracking) {  // a checkpoint lists the keys changed
-        for (const pass_record& u : pass_records_)
+        for (const scd2_pass_record& u : pass_records_)
           stage.changes.touched.push_back(stage.key(*u.src));
       }
       admit.finish(stats);
@@ -288,10 +243,10 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
   template <class Store>
   void undo(const staging& stage, scd2_state& state, Store& store) noexcept {
     using Target = typename Store::row_type;
-    for (const pass_record& u : pass_records_) {
+    for (const scd2_pass_record& u : pass_records_) {
       auto it = state.index.find(probe{u.src, traits::hash(stage.key, *u.src)});
       if (it == state.index.end()) continue;  // a new key whose entry was never made
-      entry& e = it->second;
+      scd2_entry& e = it->second;
       while (e.history.size() > u.hist_size) e.history.pop_back();
       while (e.versions.size() > u.vers_size) {
         store.erase(e.versions.back());
@@ -304,9 +259,9 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
   }
 
   std::uint32_t pass_ = 0;  // passes so far (0: none)
-  std::vector<pass_record> pass_records_;  // per key touched
+  std::vector<scd2_pass_record> pass_records_;  // per key touched
   std::vector<const change_type*> deferred_;    // changes planned after the pass
-  std::array<entry*, 4> lookahead_entries_{};   // read-ahead: the entries of the next rows
+  std::array<scd2_entry*, 4> lookahead_entries_{};   // read-ahead: the entries of the next rows
 };
 
 }  // namespace flowlib::detail

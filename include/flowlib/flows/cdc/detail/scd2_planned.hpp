@@ -34,18 +34,13 @@ namespace flowlib::detail {
 /// The planned path of the SCD2 engine.
 template <class K, class S, class Scd, class... Options>
 class cdc_flow<K, S, Scd, Options...>::scd2_planned {
-  using entry = typename scd2_state::entry;
-  using event = typename scd2_state::event;
-  using ref_event = typename scd2_state::ref_event;
-  static constexpr bool compact_history = scd2_state::compact_history;
-
   // --- per-batch plans -----------------------------------------------------------
 
   // A key's plan, or one segment of it: a key with several late changes in
   // a batch may have a plan per stretch of its history (plan_segment);
   // its plans are consecutive in plans_ and committed last to first.
   struct key_plan {
-    entry* hit;             // nullptr: a new key
+    scd2_entry* hit;             // nullptr: a new key
     std::uint32_t group;
     std::uint32_t new_begin, new_end;   // new events (indices into stage.order), by sequence
     std::uint32_t tie_begin, tie_end; // ties with stored events (into stored_ties_)
@@ -98,7 +93,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
 
   template <class Store, class Target>
   void plan(staging& stage, scd2_state& state, Store& store, cdc_target_scratch<Target>& ts,
-            BatchStats& stats, const typename scd2_state::pass_context& ctx = {}) {
+            BatchStats& stats, const scd2_pass_context& ctx = {}) {
     scratch_type& sc = *stage.scratch;
     const std::size_t n = sc.groups.size();
     state.index.reserve(state.index.size() + n);  // as in SCD1: plans point into the index
@@ -116,19 +111,19 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
       // versions) and then the current version's row are prefetched ahead,
       // each step reading what the previous one brought in.
       if (g + 2 * staging::entry_prefetch_distance < n) {
-        if (const entry* a = group_entries_[g + 2 * staging::entry_prefetch_distance]) {
+        if (const scd2_entry* a = group_entries_[g + 2 * staging::entry_prefetch_distance]) {
           prefetch_object(a);
         }
       }
       if (g + staging::entry_prefetch_distance < n) {
-        if (const entry* a = group_entries_[g + staging::entry_prefetch_distance]) {
+        if (const scd2_entry* a = group_entries_[g + staging::entry_prefetch_distance]) {
           if (!a->history.empty()) prefetch(&a->history.back());
           if (!a->versions.empty()) prefetch(&a->versions.back());
         }
       }
       if (g + staging::row_prefetch_distance < n) {
         stage.prefetch_group_rows(g + staging::row_prefetch_distance);
-        if (const entry* a = group_entries_[g + staging::row_prefetch_distance];
+        if (const scd2_entry* a = group_entries_[g + staging::row_prefetch_distance];
             a && !a->versions.empty()) {
           prefetch_row(store, a->versions.back());
         }
@@ -136,7 +131,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
       const auto& grp = sc.groups[g];
       const std::uint32_t b = static_cast<std::uint32_t>(stage.order.size());
       const std::uint32_t e = stage.sort_group(grp, stats);
-      entry* hit = group_entries_[g];
+      scd2_entry* hit = group_entries_[g];
       for (std::uint32_t k = b; k < e; ++k) {
         ++(stage.ops[stage.order[k]] == op::remove ? stats.deleted_rows : stats.upserted_rows);
       }
@@ -165,9 +160,9 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         const std::size_t n_vers = hit ? hit->versions.size() : 0;
         const std::size_t replaced_v = (cut ? plan.keep_versions : n_vers) - plan.from;
         const std::size_t replaced_e =
-            compact_history ? (cut ? plan.keep_events : plan.hist_size) - plan.events_from
+            scd2_compact_history ? (cut ? plan.keep_events : plan.hist_size) - plan.events_from
                             : (sc.by_ref ? 0 : plan.tie_end - plan.tie_begin);
-        const std::size_t added_e = compact_history ? plan.derived_end - plan.derived_begin
+        const std::size_t added_e = scd2_compact_history ? plan.derived_end - plan.derived_begin
                                                     : plan.new_end - plan.new_begin;
         if (derived > replaced_v) vers_grow += derived - replaced_v;
         if (added_e > replaced_e) hist_grow += added_e - replaced_e;
@@ -182,7 +177,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
       if (stage.changes.tracking) stage.changes.touched.push_back(stage.key(sc.row(grp.head)));
       if (hit == nullptr) {
         new_keys_.push_back(stage.key(sc.row(grp.head)));
-        entry fresh;
+        scd2_entry fresh;
         fresh.history.reserve(hist_grow);
         fresh.versions.reserve(vers_grow);
         new_entries_.push_back(std::move(fresh));
@@ -199,7 +194,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
   /// then every history is restored to its stored events, and the error
   /// propagates. commit puts the copies in place.
   void copy_events(const staging& stage) {
-    if constexpr (!compact_history) {  // compact events are written at commit
+    if constexpr (!scd2_compact_history) {  // compact events are written at commit
       scratch_type& sc = *stage.scratch;
       if (!sc.by_ref) return;
       std::size_t q = 0;
@@ -217,10 +212,10 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
                ahead < to; ++ahead) {
             staging::prefetch_change(sc.row(stage.order[ahead]));
           }
-          entry& e = p.hit != nullptr ? *p.hit : new_entries_[next_new++];
+          scd2_entry& e = p.hit != nullptr ? *p.hit : new_entries_[next_new++];
           for (std::uint32_t k = p.new_begin; k < p.new_end; ++k) {
             const std::uint32_t c = stage.order[k];
-            e.history.push_back(event{stage.seqs[c], stage.ops[c] == op::remove,
+            e.history.push_back(scd2_event{stage.seqs[c], stage.ops[c] == op::remove,
                                       stage.after_tied_delete(c), sc.row(c)});
           }
         }
@@ -233,7 +228,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
   /// Undoes copy_events for the first `count` plans (fresh entries
   /// are scratch: they are rebuilt by the next batch).
   void undo_copied_events(const staging& stage, std::size_t count) noexcept {
-    if (compact_history || !stage.scratch->by_ref) return;
+    if (scd2_compact_history || !stage.scratch->by_ref) return;
     for (std::size_t q = 0; q < count && q < plans_.size(); ++q) {
       const key_plan& p = plans_[q];
       if (p.hit == nullptr) continue;
@@ -249,8 +244,8 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
 
   /// The key's history after the batch (room was reserved while planning;
   /// nothing here throws).
-  void commit_history(staging& stage, entry& e, const key_plan& p) noexcept {
-    if constexpr (compact_history) {
+  void commit_history(staging& stage, scd2_entry& e, const key_plan& p) noexcept {
+    if constexpr (scd2_compact_history) {
       // The events from events_from on (up to keep_events after a cut), as the
       // planning walk re-derived them.
       const std::size_t to = p.converged() ? p.keep_events : e.history.size();
@@ -259,7 +254,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         // to where the derived versions end.
         const std::uint32_t moved_to = p.from + (p.v_end - p.v_begin);
         for (std::size_t k = to; k < e.history.size(); ++k) {
-          ref_event& ev = e.history[k];
+          scd2_ref_event& ev = e.history[k];
           if (!ev.remove) ev.version = ev.version - p.keep_versions + moved_to;
         }
       }
@@ -292,14 +287,14 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         for (std::uint32_t k = p.new_begin; k < p.new_end; ++k) {
           const std::uint32_t c = stage.order[k];
           if (r < p.tie_end && stored_ties_[r].row == c) {
-            event& ev = e.history[stored_ties_[r].pos];
+            scd2_event& ev = e.history[stored_ties_[r].pos];
             ev.remove = stage.ops[c] == op::remove;
             ev.after_delete = stage.after_tied_delete(c);
             ev.row = std::move(sc.rows[c]);
             ++r;
             continue;
           }
-          e.history.push_back(event{std::move(stage.seqs[c]), stage.ops[c] == op::remove,
+          e.history.push_back(scd2_event{std::move(stage.seqs[c]), stage.ops[c] == op::remove,
                                     stage.after_tied_delete(c), std::move(sc.rows[c])});
         }
       }
@@ -308,7 +303,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         std::inplace_merge(e.history.begin() + static_cast<std::ptrdiff_t>(p.events_from),
                            e.history.begin() + static_cast<std::ptrdiff_t>(old_size),
                            e.history.end(),
-                           [](const event& a, const event& b) { return a.seq < b.seq; });
+                           [](const scd2_event& a, const scd2_event& b) { return a.seq < b.seq; });
       }
     }
   }
@@ -334,12 +329,12 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
       // more than the cache holds): prefetch again, in the same three steps.
       prefetch_entries_ahead(last, /*versions=*/true);
       if (last + staging::commit_prefetch_distance / 2 < n) {
-        if (const entry* a = plans_[last + staging::commit_prefetch_distance / 2].hit;
+        if (const scd2_entry* a = plans_[last + staging::commit_prefetch_distance / 2].hit;
             a && !a->versions.empty()) {
           prefetch_row(store, a->versions.back());
         }
       }
-      entry* e = plans_[q].hit;
+      scd2_entry* e = plans_[q].hit;
       if (e == nullptr) {  // a new key: one plan
         e = &state.index.emplace(std::move(new_keys_[next_new]), std::move(new_entries_[next_new]))
                  .first->second;
@@ -360,10 +355,10 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
     constexpr std::size_t d = staging::commit_prefetch_distance;
     const std::size_t n = plans_.size();
     if (q + 2 * d < n) {
-      if (const entry* a = plans_[q + 2 * d].hit) prefetch_object(a);
+      if (const scd2_entry* a = plans_[q + 2 * d].hit) prefetch_object(a);
     }
     if (q + d < n) {
-      if (const entry* a = plans_[q + d].hit) {
+      if (const scd2_entry* a = plans_[q + d].hit) {
         prefetch(a->history.data() + a->history.size());
         if (versions && !a->versions.empty()) prefetch(&a->versions.back());
       }
@@ -372,7 +367,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
 
   /// One plan of commit (cannot fail: room was reserved).
   template <class Store, class Target>
-  void commit_plan(staging& stage, Store& store, cdc_target_scratch<Target>& ts, entry& e,
+  void commit_plan(staging& stage, Store& store, cdc_target_scratch<Target>& ts, scd2_entry& e,
                         const key_plan& p) noexcept {
     if constexpr (scd2_state::template close_in_place<Store, Target>) {
       if (p.close != npos) {  // before its sequence is moved into the history
@@ -406,10 +401,10 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
   template <class Store, class Target>
   std::uint32_t plan_segment(staging& stage, Store& store,
                              cdc_target_scratch<Target>& ts, BatchStats& stats, key_plan& plan,
-                             const typename scd2_state::pass_context& ctx) {
+                             const scd2_pass_context& ctx) {
     using Map = mapping<Target>;
     scratch_type& sc = *stage.scratch;
-    entry* const hit = plan.hit;
+    scd2_entry* const hit = plan.hit;
     const auto* hist = hit ? &hit->history : nullptr;
     const std::uint32_t sb = plan.new_begin;
     const std::uint32_t e = plan.new_end;
@@ -420,10 +415,10 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
     // in order, onto the key's versions from plan.from on).
     const auto record = [&](const sequence_type& s, bool remove, std::uint32_t cur,
                             bool visible) {
-      if constexpr (compact_history) {
+      if constexpr (scd2_compact_history) {
         if (!visible) {
           derived_events_.push_back(
-              ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
+              scd2_ref_event{s, remove ? 0 : plan.from + (cur - plan.v_begin), remove});
         }
       } else {
         (void)s, (void)remove, (void)cur, (void)visible;
@@ -506,7 +501,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         const sequence_type& start = start_col<Target>::get(store.get(vs[v]));
         i = static_cast<std::size_t>(
             partition_point_from_back(hist->begin(), hist->end(),
-                                              [&](const event& ev) { return ev.seq < start; }) -
+                                      [&](const scd2_event& ev) { return ev.seq < start; }) -
             hist->begin());
         w = v;
         plan.from = static_cast<std::uint32_t>(v);
@@ -529,7 +524,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         const sequence_type* os = i < hist->size() ? &(*hist)[i].seq : nullptr;
         bool oremove = os != nullptr && (*hist)[i].remove;
         bool shown = false;
-        if constexpr (compact_history) {
+        if constexpr (scd2_compact_history) {
           if (const sequence_type* d = scd2_state::shown_change(store, vs, w, w_closed);
               d != nullptr && (os == nullptr || *d < *os)) {
             os = d;
@@ -553,7 +548,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
         if (c != npos && (os == nullptr || !(*os < stage.seqs[c]))) {
           if (os != nullptr && !(stage.seqs[c] < *os)) {  // tie with a stored change
             ++stats.tied_rows;
-            if constexpr (compact_history) {
+            if constexpr (scd2_compact_history) {
               // A change the one-pass apply of this batch applied: a tie
               // within the batch, whose loser the planned path never counts.
               if (ctx.pass != 0 && hit->pass == ctx.pass) {
@@ -565,7 +560,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
               }
             }
             if constexpr (opts::strict) {
-              const event& old = (*hist)[i];
+              const scd2_event& old = (*hist)[i];
               if (!stage.same_change(old.remove ? op::remove : op::upsert, old.row, stage.ops[c],
                                sc.row(c))) {
                 stage.throw_tie(sc.row(c), "as a stored change");
@@ -576,7 +571,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
               // an upsert inherits from it as from a tied change of its own
               // batch (merge_tied), unless a delete came between them
               // within the batch: then it already inherits nothing.
-              const event& old = (*hist)[i];
+              const scd2_event& old = (*hist)[i];
               if (stage.ops[c] == op::upsert && !stage.after_tied_delete(c)) {
                 if (old.remove) {
                   stage.after_delete[c] = 1;
@@ -586,7 +581,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
                 }
               }
             }
-            if constexpr (!compact_history) {
+            if constexpr (!scd2_compact_history) {
               stored_ties_.push_back({static_cast<std::uint32_t>(i), c});
             }
             next_stored();
@@ -597,7 +592,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
                                                   stage.after_tied_delete(c)));
           ++k;
         } else {
-          if constexpr (compact_history) {
+          if constexpr (scd2_compact_history) {
             bool visible;
             if (oremove) {
               visible = scd2_state::template walk_delete<Target>(ts, cur, *os);
@@ -646,10 +641,10 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
   // Per batch (kept across batches).
   std::vector<key_plan> plans_;
   std::vector<stored_tie> stored_ties_;
-  std::vector<event> derived_events_;  // compact history: re-derived events (plan.derived_*)
+  std::vector<scd2_event> derived_events_;  // compact history: re-derived events (plan.derived_*)
   std::vector<key_type> new_keys_;
-  std::vector<entry> new_entries_;
-  std::vector<entry*> group_entries_;  // per group: its entry, or nullptr
+  std::vector<scd2_entry> new_entries_;
+  std::vector<scd2_entry*> group_entries_;  // per group: its entry, or nullptr
   std::size_t rows_to_insert_ = 0;     // rows the commit inserts
 };
 

@@ -47,11 +47,71 @@ It partition_point_from_back(It first, It last, Pred pred) {
   return first;
 }
 
+// SCD2 keeps every change of a key, to re-derive its versions when a late
+// change arrives. When every selected column is tracked and none ignores
+// nulls (cdc_flow::scd2_compact_history), the versions themselves show most
+// changes: each version was opened by an upsert at its __START_AT with its
+// values, and one that ends where no version starts was closed by a delete
+// at its __END_AT (an upsert that closes a version opens the next at its own
+// sequence). The history then keeps only the other changes, those that
+// opened or closed no version (an upsert with the open version's values, a
+// delete with none open), each referring to the version holding its values
+// (its index among the key's versions): 16 bytes for an int64 sequence, the
+// first one inline (scd2_ref_event). Most keys keep none, so a change in
+// order reads and writes no history (a miss saved per change on a target
+// larger than the cache), and the history's memory is that of the changes
+// the versions do not show. Otherwise every change is kept with its columns
+// (scd2_full_event); strict_sequence keeps a copy of every change, because a
+// tie is checked against every column of the stored change.
+
+/// A kept change with its columns.
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_full_event {
+  sequence_type seq;
+  bool remove;
+  // With ignore_null_updates: an upsert that followed a delete of the key
+  // at the same sequence (a tie, R-CDC-5); it inherits no value when it is
+  // replayed (walk_upsert). Always false otherwise.
+  bool after_delete;
+  change_type row;
+};
+
+/// A kept change of a compact history.
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_ref_event {
+  sequence_type seq;
+  std::uint32_t version;  // upserts: the version holding its values (index in versions)
+  bool remove;
+};
+
+/// One-pass apply (compact history only, so other modes pay no memory for
+/// it): the pass that last touched the key, and its undo record there.
+struct scd2_pass_mark {
+  std::uint32_t pass = 0;
+  std::uint32_t rec = 0;
+};
+struct scd2_no_pass_mark {};
+
+/// A key's entry in the SCD2 index.
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_entry
+    : std::conditional_t<scd2_compact_history, scd2_pass_mark, scd2_no_pass_mark> {
+  // The key's changes by sequence (ties replaced); with a compact history,
+  // only those its versions do not show.
+  std::conditional_t<scd2_compact_history, absl::InlinedVector<scd2_ref_event, 1>,
+                     std::vector<scd2_full_event>>
+      history;
+  // The key's target rows, by __START_AT. Up to four are held in the entry
+  // itself (the size of a std::vector): most keys have few versions, and a
+  // key touched then costs no allocation and no miss on a separate array.
+  absl::InlinedVector<row_id, 4> versions;
+};
+
 /// A key the SCD2 one pass touched: what its undo restores, and what the
 /// planner run after the pass reads to tell the pass's changes apart.
-template <class Change>
-struct scd2_pass_record {
-  const Change* src;        // a change of the key: finds its entry again
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_pass_record {
+  const change_type* src;   // a change of the key: finds its entry again
   std::uint32_t hist_size;  // the key's history before the pass
   std::uint32_t vers_size;  // ... and its versions
   bool existed;             // the key had an entry
@@ -62,18 +122,18 @@ struct scd2_pass_record {
 /// the same batch just before (it plans the changes the pass set aside):
 /// a tie with a change that pass applied is a tie within the batch, whose
 /// loser the planned path never counts.
-template <class Change>
-struct scd2_pass_context {
-  std::uint32_t pass = 0;                            // that pass (0: none)
-  const scd2_pass_record<Change>* records = nullptr;  // its records, by entry
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_pass_context {
+  std::uint32_t pass = 0;                      // that pass (0: none)
+  const scd2_pass_record* records = nullptr;   // its records, by entry
   std::array<std::uint64_t, 2>* lost_ties = nullptr;  // out: its upserts, deletes that lost a tie
 };
 
 /// The SCD2 state (K, S, Scd, Options as in flowlib::AutoCdc).
 template <class K, class S, class Scd, class... Options>
 struct cdc_flow<K, S, Scd, Options...>::scd2_state {
-  using pass_record = scd2_pass_record<change_type>;
-  using pass_context = scd2_pass_context<change_type>;
+  using entry = scd2_entry;  // (the checkpoint's names)
+  static constexpr bool compact_history = scd2_compact_history;
 
   // SCD2 closes a stored version by writing its __END_AT in place when the
   // store hands out mutable rows and copying the sequence cannot throw (the
@@ -85,59 +145,6 @@ struct cdc_flow<K, S, Scd, Options...>::scd2_state {
         { s.get(id) } -> std::same_as<Target&>;
       };
 
-  // SCD2 keeps every change of a key, to re-derive its versions when a late
-  // change arrives. When every selected column is tracked and none ignores
-  // nulls (compact_history), the versions themselves show most changes:
-  // each version was opened by an upsert at its __START_AT with its values,
-  // and one that ends where no version starts was closed by a delete at its
-  // __END_AT (an upsert that closes a version opens the next at its own
-  // sequence). The history then keeps only the other changes, those that
-  // opened or closed no version (an upsert with the open version's values, a
-  // delete with none open), each referring to the version holding its
-  // values (its index among the key's versions): 16 bytes for an int64
-  // sequence, the first one inline. Most keys keep none, so a change in
-  // order reads and writes no history (a miss saved per change on a target
-  // larger than the cache), and the history's memory is that of the changes
-  // the versions do not show. strict_sequence keeps a copy of every change,
-  // because a tie is checked against every column of the stored change.
-  static constexpr bool compact_history =
-      opts::ignore_mode == 0 && opts::scd::track_mode == 0 && !opts::strict &&
-      std::is_nothrow_move_constructible_v<sequence_type> &&
-      std::is_nothrow_move_assignable_v<sequence_type>;
-  struct full_event {
-    sequence_type seq;
-    bool remove;
-    // With ignore_null_updates: an upsert that followed a delete of the key
-    // at the same sequence (a tie, R-CDC-5); it inherits no value when it is
-    // replayed (walk_upsert). Always false otherwise.
-    bool after_delete;
-    change_type row;
-  };
-  struct ref_event {
-    sequence_type seq;
-    std::uint32_t version;  // upserts: the version holding its values (index in versions)
-    bool remove;
-  };
-  using event = std::conditional_t<compact_history, ref_event, full_event>;
-  using history_type = std::conditional_t<compact_history, absl::InlinedVector<ref_event, 1>,
-                                          std::vector<full_event>>;
-  // One-pass apply (compact history only, so other modes pay no memory
-  // for it): the pass that last touched the key, and its undo record there.
-  struct pass_mark {
-    std::uint32_t pass = 0;
-    std::uint32_t rec = 0;
-  };
-  struct no_pass_mark {};
-  struct entry : std::conditional_t<compact_history, pass_mark, no_pass_mark> {
-    // The key's changes by sequence (ties replaced); with a compact history,
-    // only those its versions do not show.
-    history_type history;
-    // The key's target rows, by __START_AT. Up to four are held in the
-    // entry itself (the size of a std::vector): most keys have few
-    // versions, and a key touched then costs no allocation and no miss on
-    // a separate array.
-    absl::InlinedVector<row_id, 4> versions;
-  };
   // (Not key_index: see flat_index.hpp for what it adds.)
   using index_type = flat_index<key_type, entry, key_index_hash<K, probe>,
                                 key_index_eq<K, probe>>;
@@ -208,7 +215,7 @@ struct cdc_flow<K, S, Scd, Options...>::scd2_state {
 
   // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
   // (a scratch row) or npos; new versions are appended to the scratch
-  // rows. Returns whether the versions show the change (see compact_history).
+  // rows. Returns whether the versions show the change (see scd2_compact_history).
   // `after_delete`: an upsert tied after a delete (full_event::after_delete).
   template <class Target>
   static bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
