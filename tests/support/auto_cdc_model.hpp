@@ -334,8 +334,8 @@ constexpr int kVariantCases = 2000;
 // --- The one-pass path against the planned path ------------------------------------
 //
 // A batch for a target the flow already maintains is applied in one pass
-// over the changes where the flow allows it (see apply_one_pass and
-// apply_one_pass_scd2 in flows/auto_cdc.hpp); an input range that is not a
+// over the changes where the flow allows it (see the one-pass paths in
+// flows/cdc/detail/); an input range that is not a
 // forward range is always planned, which gives the tests a reference run
 // of the same flow type.
 

@@ -103,11 +103,12 @@
 //
 // Applying a batch is all-or-nothing: on any error (null sequences, strict
 // ties, expectations, user exceptions) the target and the flow's state are
-// unchanged. SCD2 batches, and SCD1 batches the one-pass path does not take
-// (see apply_one_pass), are grouped and every key's outcome planned in
-// scratch space, storage is reserved, and only then is it committed by
-// operations that cannot fail. SCD1 batches otherwise apply in one pass
-// straight into the target, with an undo record per key touched. The flow
+// unchanged. Batches the one-pass path does not take (see
+// flows/cdc/detail/scd1_one_pass.hpp and scd2_one_pass.hpp) are grouped and
+// every key's outcome planned in scratch space, storage is reserved, and
+// only then is it committed by operations that cannot fail. The others
+// apply in one pass straight into the target, with an undo record per key
+// touched (SCD2 plans a key's late changes after the pass). The flow
 // object holds the target's index and state: apply it to one table for its
 // whole life (it claims the table exclusively).
 //
@@ -159,8 +160,8 @@ namespace flowlib {
 ///
 /// K and S are a key and a sequence over the change row type; Scd is Scd1
 /// or Scd2<...>; Options are the option types above. The work is done by an
-/// engine of the SCD type (flows/cdc/): an SCD1 flow holds no SCD2 state and
-/// the reverse.
+/// engine of the SCD type (flows/cdc/detail/engine.hpp): an SCD1 flow holds
+/// no SCD2 state and the reverse.
 template <key_extractor K, sequence_extractor S, class Scd = Scd1, class... Options>
 class AutoCdc {
   static_assert(std::is_same_v<typename K::row_type, typename S::row_type>,

@@ -32,7 +32,7 @@ TEST_CASE("R-CDC-5 R-CDC-6: SCD1 ignore_null_updates with ties, source order kep
 // --- The one-pass path against the planned path -----------------------------------
 //
 // A batch for a target the flow already maintains is applied in one pass
-// over the changes (see apply_one_pass in flows/cdc/scd1_one_pass.hpp); the first
+// over the changes (see flows/cdc/detail/scd1_one_pass.hpp); the first
 // batch, batches with a truncate and input ranges that are not forward
 // ranges are planned. Both must give the same target, flow state and
 // metrics, batch after batch, and a failing batch must change nothing.

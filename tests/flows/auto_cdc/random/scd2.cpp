@@ -106,7 +106,7 @@ TEST_CASE("R-CDC-5 R-CDC-6: deletes among ties with ignore_null_updates: SCD2's 
 // maintains is applied in one pass (here however few its keys:
 // CdcEngineOptions::scd2_one_pass_min_keys) where each change follows its key's
 // kept ones; a key's late or tied changes are set aside and planned after
-// the pass (see apply_one_pass in flows/cdc/scd2_one_pass.hpp). The outcome,
+// the pass (see flows/cdc/detail/scd2_one_pass.hpp). The outcome,
 // the flow's state and every metric must be the planned path's, batch after
 // batch, and a batch failing anywhere, in the pass or in planning the
 // set-aside changes, must change nothing.

@@ -137,7 +137,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_one_pass {
       // key set aside before it, and ties none of them. The planned path's
       // result depends on arrival order only through ties, and a set-aside
       // change tied with a change the pass applied came later in the source
-      // and wins (the tie fix of plan_scd2).
+      // and wins (as the planner counts it, scd2_pass_context).
       if (const sequence_type* latest = scd2_state::latest_seq(*e, last);
           latest != nullptr && !(*latest < s)) {
         deferred_.push_back(&r);

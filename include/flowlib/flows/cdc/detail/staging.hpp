@@ -148,7 +148,7 @@ class cdc_flow<K, S, Scd, Options...>::staging {
     // each change: SCD1 reads the changes only while planning (the winning
     // upsert is copied into a target row there); SCD2 copies the new
     // changes into the keys' histories once planning is done (an undoable
-    // step, see copy_events_scd2), and moves them there from an rvalue batch.
+    // step, see scd2_planned::copy_events), and moves them there from an rvalue batch.
     // (SCD2 with ignore_null_updates merges tied changes in the scratch
     // rows, see sort_group: those are copied.)
     constexpr bool refer = !move && std::ranges::forward_range<R> && !merge_tied_upserts;
