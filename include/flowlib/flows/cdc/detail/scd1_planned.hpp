@@ -39,7 +39,7 @@ class cdc_flow<K, S, Scd, Options...>::scd1_planned {
              cdc_target_scratch<Target>& ts, R& batch, const Expectations<P...>& checks,
              BatchStats& stats, target_binding& binding, std::string_view kind) {
     stage.stage_batch(batch, checks, stats, state.floor);
-    plan_batch(stage, state, store, ts, stats);
+    plan(stage, state, store, ts, stats);
     reserve(stage, state, store);
     binding.claim(target, kind, stage.name, /*exclusive=*/true);  // the last fallible step
     commit(stage, state, store, ts, stats);
@@ -62,7 +62,7 @@ class cdc_flow<K, S, Scd, Options...>::scd1_planned {
   };
 
   template <class Store, class Target>
-  void plan_batch(staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
+  void plan(staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
                   BatchStats& stats) {
     using Map = mapping<Target>;
     scratch_type& sc = *stage.scratch;

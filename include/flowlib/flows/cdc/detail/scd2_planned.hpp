@@ -316,7 +316,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
     const std::size_t n = plans_.size();
     std::size_t ahead = 0;  // batch rows (in stage.order) prefetched so far
     for (std::size_t q = 0; q < n; ++q) {
-      // A key's plans (its segments, see plan_batch) are consecutive.
+      // A key's plans (its segments, see plan) are consecutive.
       std::size_t last = q;
       while (last + 1 < n && plans_[last + 1].group == plans_[q].group) ++last;
       // The changes moved into histories, in key order: scattered over the batch.
@@ -393,7 +393,7 @@ class cdc_flow<K, S, Scd, Options...>::scd2_planned {
   }
 
  private:
-  /// One segment of a key's plan (see plan_batch): derives the key's versions
+  /// One segment of a key's plan (see plan): derives the key's versions
   /// and events from the segment's first new change, plan.new_begin (in
   /// stage.order), on. Returns where the next segment starts: the key's end
   /// (plan.new_end as given) when the walk ran through its new changes, else

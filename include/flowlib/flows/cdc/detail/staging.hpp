@@ -1,12 +1,13 @@
 // flowlib/flows/cdc/detail/staging.hpp
 //
 // cdc_flow::staging, what every AUTO CDC engine holds (as a member,
-// engine.hpp): the flow's configuration (name, settings,
-// option values, key and sequence), what the batches changed since the
-// last checkpoint, the target scratch, and the staging of a batch: the admit
-// step (expectations, then null sequences), classifying each change,
+// engine.hpp): the flow's configuration (name, settings, option values, key
+// and sequence), what the batches changed since the last checkpoint, the
+// target scratch, and the reading of a batch: for the planned paths, the
+// admit step (expectations, then null sequences), classifying each change,
 // grouping the batch by key, ordering a key's changes by sequence with ties
-// resolved (R-CDC-5), and probing the key index for every group. Internal.
+// resolved (R-CDC-5) and probing the key index for every group; for the one
+// passes, the read-ahead loop over the batch (one_pass_over). Internal.
 #pragma once
 
 #include <flowlib/columns.hpp>
