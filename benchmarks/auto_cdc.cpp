@@ -24,7 +24,7 @@
 //   flowlib_one_pass, flowlib_planned
 //                  SCD2 flowlib with the one pass forced on or off, only with
 //                  FLOWLIB_BENCH_CDC_SCD2_PATHS=1 (to place
-//                  CdcTuning::scd2_one_pass_min_keys)
+//                  CdcEngineOptions::scd2_one_pass_min_keys)
 // and, for SCD2, two floors that are not implementations:
 //   growth_floor   only writes the new versions (a row per change that is
 //                  not a delete) into flowlib's memory store, as the SCD2
@@ -176,7 +176,7 @@ struct IsDelete {
 };
 
 /// Which SCD2 apply path a flowlib implementation takes: by the flow's
-/// default rule (CdcTuning::scd2_one_pass_min_keys), or forced either way
+/// default rule (CdcEngineOptions::scd2_one_pass_min_keys), or forced either way
 /// so that the two can be compared to place that threshold.
 enum class scd2_path { by_size, one_pass, planned };
 
@@ -204,8 +204,8 @@ class flowlib_impl {
   std::size_t rows() const { return table_.size(); }
 
  private:
-  static fl::CdcSettings settings() {
-    fl::CdcSettings s;
+  static fl::CdcOptions settings() {
+    fl::CdcOptions s;
     if constexpr (Path == scd2_path::one_pass) s.tuning.scd2_one_pass_min_keys = 0;
     if constexpr (Path == scd2_path::planned) {
       s.tuning.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
@@ -1156,7 +1156,7 @@ void register_late(const late_config& c) {
 
 /// FLOWLIB_BENCH_CDC_SCD2_PATHS=1: SCD2 also runs flowlib with the one pass
 /// forced on (flowlib_one_pass) and off (flowlib_planned), to place
-/// CdcTuning::scd2_one_pass_min_keys on this machine.
+/// CdcEngineOptions::scd2_one_pass_min_keys on this machine.
 bool scd2_paths_from_env() { return fb::env_flag("FLOWLIB_BENCH_CDC_SCD2_PATHS"); }
 
 std::vector<config> configs() {

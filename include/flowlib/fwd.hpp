@@ -43,7 +43,8 @@ class Append;
 struct Scd1;
 template <class... TrackOptions>
 struct Scd2;
-struct CdcSettings;
+struct CdcOptions;
+struct CdcEngineOptions;
 template <auto... Members>
 struct EventTime;
 struct DedupStats;

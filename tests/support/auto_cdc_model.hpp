@@ -294,7 +294,7 @@ void run_cases(int cases, unsigned seed0, bool truncates, Expected&& expected, b
     fl::StreamingTable<Row> table{"target"};
     // Every other case takes the SCD2 one-pass path however few its keys
     // (the default keeps small targets on the planned path).
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     if (n % 2 == 1) settings.tuning.scd2_one_pass_min_keys = 0;
     Flow flow{"random_cdc", settings};
     const auto apply = [&] {
@@ -334,8 +334,8 @@ constexpr int kVariantCases = 2000;
 // --- The one-pass path against the planned path ------------------------------------
 //
 // A batch for a target the flow already maintains is applied in one pass
-// over the changes where the flow allows it (see apply_one_pass and
-// apply_one_pass_scd2 in flows/auto_cdc.hpp); an input range that is not a
+// over the changes where the flow allows it (see the one-pass paths in
+// flows/cdc/detail/); an input range that is not a
 // forward range is always planned, which gives the tests a reference run
 // of the same flow type.
 

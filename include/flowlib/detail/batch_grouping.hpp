@@ -4,7 +4,7 @@
 // kept across batches (ReplaceUsing's keyed_batch_scratch). Internal.
 //
 // Scratch memory policy, for every flow's per-batch grouping (REPLACE USING
-// here, AUTO CDC's detail/cdc_batch.hpp):
+// here, AUTO CDC's flows/cdc/detail/batch.hpp):
 //
 //   1. Nothing is allocated per row in steady state, and at most a constant
 //      number of times per batch. Row slots (and the buffers of their
@@ -61,6 +61,26 @@ constexpr std::size_t expected_groups(std::size_t rows, std::size_t last_groups)
     if (expected == 0 || guess < expected) expected = guess;
   }
   return expected;
+}
+
+/// Puts `v` at position i of an array kept across batches (rule 1 of the
+/// policy above): assigned over the slot an earlier batch left there, or
+/// appended (i is at most the size). Copied, or moved when `Move`.
+template <bool Move = false, class Vec, class In>
+void put_slot(Vec& vec, std::size_t i, In&& v) {
+  if (i < vec.size()) {
+    if constexpr (Move) {
+      vec[i] = std::move(v);
+    } else {
+      vec[i] = v;
+    }
+  } else {
+    if constexpr (Move) {
+      vec.push_back(std::move(v));
+    } else {
+      vec.push_back(v);
+    }
+  }
 }
 
 /// A row with its precomputed key hash, used for heterogeneous lookups.
@@ -177,19 +197,7 @@ struct keyed_batch_scratch {
   /// moved when `Move`) in the next owned slot.
   template <bool Move, class In>
   void own(In&& in) {
-    if (owned < rows.size()) {
-      if constexpr (Move) {
-        rows[owned] = std::move(in);
-      } else {
-        rows[owned] = in;
-      }
-    } else {
-      if constexpr (Move) {
-        rows.push_back(std::move(in));
-      } else {
-        rows.push_back(in);
-      }
-    }
+    put_slot<Move>(rows, owned, in);
     ++owned;
   }
 
@@ -228,11 +236,7 @@ struct keyed_batch_scratch {
       }
       const group& g = groups[gi];
       for (std::uint32_t c = g.head; c != npos; c = next[c], ++j) {
-        if (j < rows.size()) {
-          rows[j] = *cand[c];
-        } else {
-          rows.push_back(*cand[c]);
-        }
+        put_slot(rows, j, *cand[c]);
         cand[c] = &rows[j];
       }
     }

@@ -40,7 +40,7 @@
 //
 // The column walk (which Target column takes which Source column) is not
 // here: it is detail/column_pairs.hpp's column_pairs, shared with the
-// change-feed flows (detail/cdc_columns.hpp), with the skipped Target
+// change-feed flows (flows/cdc/detail/mapping.hpp), with the skipped Target
 // columns and the dropped Source columns left out. This header adds
 // Append's rules, its diagnostics and its null-filling of unpaired Target
 // columns.

@@ -7,8 +7,9 @@
 //   - Append's INSERT BY NAME (detail/by_name.hpp, by_name_checks::assign
 //     and by_name_target_column), with Skipped = its skipped Target columns
 //     and its dropped Source columns;
-//   - AUTO CDC and AUTO CDC FROM SNAPSHOT (detail/cdc_columns.hpp,
-//     cdc_mapping::for_each and cdc_mapping_check), with Skipped = an SCD2
+//   - AUTO CDC and AUTO CDC FROM SNAPSHOT (flows/cdc/detail/mapping.hpp's
+//     cdc_mapping::for_each, column_checks.hpp's cdc_mapping_check), with
+//     Skipped = an SCD2
 //     target's __START_AT / __END_AT.
 //
 //   using P = flowlib::detail::column_pairs<Change, User, name_list<"__START_AT">>;

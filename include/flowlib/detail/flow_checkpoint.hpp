@@ -85,6 +85,35 @@ inline void read_checkpoint_header(byte_reader& r, const char (&tag)[5], std::ui
   }
 }
 
+/// What tells a flow's blobs apart: their tag, their format version, and
+/// the flow's kind (named in errors).
+struct blob_format {
+  char tag[5];
+  std::uint16_t version;
+  std::string_view kind;
+};
+
+/// Writes the header of a blob whose flow forgets its state on a full
+/// refresh of its table (Append, AUTO CDC FROM SNAPSHOT), then its flags
+/// byte: bit 0, in a delta only, says that a reset came since the blob
+/// before.
+inline void write_flagged_header(byte_writer& w, const blob_format& f, checkpoint_scope scope,
+                                 bool reset) {
+  write_checkpoint_header(w, f.tag, f.version, scope);
+  w.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset ? 1 : 0);
+}
+
+/// A reader over such a blob (see write_flagged_header), past its checked
+/// header and flags.
+inline byte_reader read_flagged_header(std::string_view blob, std::string_view owner,
+                                       const blob_format& f, checkpoint_scope scope) {
+  byte_reader r = checkpoint_reader(blob, owner);
+  read_checkpoint_header(r, f.tag, f.version, f.kind, scope);
+  const auto flags = r.integer<std::uint8_t>();
+  if (flags > (scope == checkpoint_scope::delta ? 1 : 0)) r.fail("unknown flags");
+  return r;
+}
+
 /// Fails unless the whole blob was read.
 inline void expect_checkpoint_end(const byte_reader& r) {
   if (r.pos != r.in.size()) r.fail("unexpected bytes after the end of the state");

@@ -3,7 +3,7 @@
 // name_list<"a", "b", ...>: a compile-time list of column names, the one
 // name-list type of the shared by-name column walk (detail/column_pairs.hpp,
 // its skipped columns), of Append's mapping (detail/by_name.hpp) and of the
-// column options of the change-feed flows (detail/cdc_columns.hpp).
+// column options of the change-feed flows (flows/cdc/detail/option_traits.hpp).
 // Internal.
 #pragma once
 

@@ -297,8 +297,7 @@ class Append {
   /// refresh of the table reset the flow since the previous call) and the
   /// ONCE marker. O(1).
   void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
-    detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
-    out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
+    detail::write_flagged_header(out, checkpoint_format, scope, reset_pending_);
     out.integer<std::uint8_t>(binding_.done() ? 1 : 0);
     reset_pending_ = false;
   }
@@ -321,18 +320,14 @@ class Append {
   }
 
  private:
-  static constexpr char checkpoint_tag[5] = "FLAP";
-  static constexpr std::uint16_t checkpoint_version = 1;
+  static constexpr detail::blob_format checkpoint_format{"FLAP", 1, "append"};
   static constexpr std::string_view one_table_reason =
       "a flow writes exactly one table (declare one flow per source and table)";
 
   // Decodes one blob; returns its ONCE marker (each blob carries the whole
   // marker, so the last one read decides).
   bool read_blob(std::string_view blob, checkpoint_scope scope) const {
-    detail::byte_reader r = detail::checkpoint_reader(blob, name_);
-    detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version, "append", scope);
-    const auto flags = r.integer<std::uint8_t>();
-    if (flags > (scope == checkpoint_scope::delta ? 1 : 0)) r.fail("unknown flags");
+    detail::byte_reader r = detail::read_flagged_header(blob, name_, checkpoint_format, scope);
     const bool done = detail::read_flag(r, "the ONCE marker");
     detail::expect_checkpoint_end(r);
     return done;

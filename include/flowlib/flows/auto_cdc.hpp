@@ -54,9 +54,9 @@
 //
 //   // Runtime settings: tombstone GC (SCD1) on an injected clock; predicates
 //   // with state are passed as option values after the settings.
-//   Scd1Flow gc_flow{"users_cdc", fl::CdcSettings{.tombstone_gc_threshold = std::chrono::hours(24),
+//   Scd1Flow gc_flow{"users_cdc", fl::CdcOptions{.tombstone_gc_threshold = std::chrono::hours(24),
 //                                                 .clock = [] { return my_clock_now(); }}};
-//   Scd1Flow stateful{"users_cdc", fl::CdcSettings{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
+//   Scd1Flow stateful{"users_cdc", fl::CdcOptions{}, fl::apply_as_deletes<IsDelete>{IsDelete{}},
 //                     fl::apply_as_truncates<IsTruncate>{},
 //                     fl::except_column_list<"operation", "sequenceNum">{}};
 //                     // (one value per option, in order)
@@ -93,7 +93,7 @@
 // Semantics (R-CDC-1..7): see docs/semantics.md#auto-cdc and docs/auto-cdc-scd1.md,
 // docs/auto-cdc-scd2.md. In short: within a batch a key's changes apply in
 // sequence order; SCD1 keeps per key the last sequence applied and, for
-// deletes, a tombstone (collected after CdcSettings::tombstone_gc_threshold;
+// deletes, a tombstone (collected after CdcOptions::tombstone_gc_threshold;
 // a change older than a collected tombstone resurrects its key); a truncate
 // removes rows below its sequence and raises a floor below which later
 // changes are ignored. SCD2 keeps every change of a key, so a late change
@@ -103,11 +103,12 @@
 //
 // Applying a batch is all-or-nothing: on any error (null sequences, strict
 // ties, expectations, user exceptions) the target and the flow's state are
-// unchanged. SCD2 batches, and SCD1 batches the one-pass path does not take
-// (see apply_one_pass), are grouped and every key's outcome planned in
-// scratch space, storage is reserved, and only then is it committed by
-// operations that cannot fail. SCD1 batches otherwise apply in one pass
-// straight into the target, with an undo record per key touched. The flow
+// unchanged. Batches the one-pass path does not take (see
+// flows/cdc/detail/scd1_one_pass.hpp and scd2_one_pass.hpp) are grouped and
+// every key's outcome planned in scratch space, storage is reserved, and
+// only then is it committed by operations that cannot fail. The others
+// apply in one pass straight into the target, with an undo record per key
+// touched (SCD2 plans a key's late changes after the pass). The flow
 // object holds the target's index and state: apply it to one table for its
 // whole life (it claims the table exclusively).
 //
@@ -131,14 +132,14 @@
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
 #include <flowlib/detail/byte_codec.hpp>
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/flows/contract.hpp>
-#include <flowlib/flows/cdc/checkpoint.hpp>
+#include <flowlib/flows/cdc/detail/checkpoint.hpp>
+#include <flowlib/flows/cdc/detail/column_checks.hpp>
+#include <flowlib/flows/cdc/detail/engine.hpp>
+#include <flowlib/flows/cdc/detail/option_traits.hpp>
 #include <flowlib/flows/cdc/options.hpp>
-#include <flowlib/flows/cdc/scd1_one_pass.hpp>
-#include <flowlib/flows/cdc/scd2_one_pass.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>
@@ -159,8 +160,8 @@ namespace flowlib {
 ///
 /// K and S are a key and a sequence over the change row type; Scd is Scd1
 /// or Scd2<...>; Options are the option types above. The work is done by an
-/// engine of the SCD type (flows/cdc/): an SCD1 flow holds no SCD2 state and
-/// the reverse.
+/// engine of the SCD type (flows/cdc/detail/engine.hpp): an SCD1 flow holds
+/// no SCD2 state and the reverse.
 template <key_extractor K, sequence_extractor S, class Scd = Scd1, class... Options>
 class AutoCdc {
   static_assert(std::is_same_v<typename K::row_type, typename S::row_type>,
@@ -185,10 +186,10 @@ class AutoCdc {
   /// A flow named "auto_cdc" with default settings.
   AutoCdc() : AutoCdc(std::string("auto_cdc")) {}
   /// A flow with a name (used in errors and metrics) and runtime settings.
-  explicit AutoCdc(std::string name, CdcSettings settings = {})
+  explicit AutoCdc(std::string name, CdcOptions settings = {})
       : engine_(std::move(name), std::move(settings)) {}
   /// As above, with a value for every option (for predicates with state).
-  AutoCdc(std::string name, CdcSettings settings, Options... options)
+  AutoCdc(std::string name, CdcOptions settings, Options... options)
     requires(sizeof...(Options) > 0)
       : engine_(std::move(name), std::move(settings), std::move(options)...) {}
 
@@ -228,13 +229,7 @@ class AutoCdc {
                   "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
                   "(R-TABLE-1); write the change feed into a flowlib::StreamingTable.");
     using Target = typename Table::row_type;
-    static_assert(detail::cdc_mapping_check<change_type, Target, opts>::ok);
-    if constexpr (is_scd2) {
-      static_assert(detail::cdc_scd2_bounds_check<
-                    sequence_type, typename detail::col_value<start_col<Target>>::type,
-                    typename detail::col_value<end_col<Target>>::type,
-                    !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
-    }
+    static_assert(detail::cdc_target_checked<change_type, Target, sequence_type, opts>());
     // One target per flow; after a full refresh of it (a new generation) the
     // engine drops its state and the ONCE marker is cleared (R-EXACT-5).
     if (binding_.begin_apply(target, engine_.name(),
@@ -274,7 +269,7 @@ class AutoCdc {
   /// says so: a restore drops what came before it. For the pipeline runtime;
   /// programs that checkpoint by hand may use it too. The key and sequence
   /// types must have a byte encoding (detail/byte_codec.hpp), else this does
-  /// not compile. Format and what is kept: flows/cdc/checkpoint.hpp.
+  /// not compile. Format and what is kept: flows/cdc/detail/checkpoint.hpp.
   void write_checkpoint(byte_writer& out, checkpoint_scope scope) const {
     detail::cdc_checkpoint<engine_type>::write(engine_, out, scope, binding_.done());
   }
@@ -302,13 +297,13 @@ class AutoCdc {
   }
 
   /// Keys the flow holds state for (target keys, plus SCD1 tombstones).
-  std::size_t key_count() const noexcept { return engine_.key_count(); }
+  std::size_t key_count() const noexcept { return engine_.state().index.size(); }
   /// SCD1: tombstones currently kept.
   std::size_t tombstone_count() const noexcept {
     if constexpr (is_scd2) {
       return 0;
     } else {
-      return engine_.tombstone_count();
+      return engine_.state().tombstones;
     }
   }
   /// SCD1: changes below this sequence are ignored (the highest truncate applied).
@@ -317,17 +312,14 @@ class AutoCdc {
       static const std::optional<sequence_type> none;
       return none;
     } else {
-      return engine_.truncate_floor();
+      return engine_.state().floor;
     }
   }
 
  private:
-  template <class Target>
-  using start_col = column_named_t<Target, "__START_AT">;
-  template <class Target>
-  using end_col = column_named_t<Target, "__END_AT">;
-  using engine_type = std::conditional_t<is_scd2, detail::cdc_scd2<K, S, Scd, Options...>,
-                                         detail::cdc_scd1<K, S, Scd, Options...>>;
+  using flow_parts = detail::cdc_flow<K, S, Scd, Options...>;
+  using engine_type = std::conditional_t<is_scd2, typename flow_parts::scd2_engine,
+                                         typename flow_parts::scd1_engine>;
 
   engine_type engine_;
   detail::target_binding binding_;  // the one target, its generation, the claim, ONCE

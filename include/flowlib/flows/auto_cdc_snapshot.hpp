@@ -48,14 +48,17 @@
 
 #include <flowlib/columns.hpp>
 #include <flowlib/detail/batch.hpp>
-#include <flowlib/detail/cdc_batch.hpp>
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/flow_checkpoint.hpp>
 #include <flowlib/detail/key_index.hpp>
 #include <flowlib/detail/target_key.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/contract.hpp>
+#include <flowlib/flows/cdc/detail/batch.hpp>
+#include <flowlib/flows/cdc/detail/column_checks.hpp>
+#include <flowlib/flows/cdc/detail/mapping.hpp>
+#include <flowlib/flows/cdc/detail/option_traits.hpp>
+#include <flowlib/flows/cdc/detail/target_scratch.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/source/snapshot.hpp>
@@ -75,12 +78,6 @@
 #include <vector>
 
 namespace flowlib {
-
-/// @brief Option of AutoCdcFromSnapshot: the snapshot version type.
-template <class T>
-struct snapshot_version {
-  using value_type = T;
-};
 
 /// @brief AUTO CDC FROM SNAPSHOT (R-CDC-8). See the header comment.
 template <key_extractor K, class Scd = Scd1, class... Options>
@@ -129,12 +126,8 @@ class AutoCdcFromSnapshot {
     BatchStats total;
     while (auto snap = next()) {
       auto& [rows, version] = *snap;
-      const BatchStats s = apply_snapshot(target, ranges::views::move(rows), version_type(version));
-      total.input_rows += s.input_rows;
-      total.upserted_rows += s.upserted_rows;
-      total.deleted_rows += s.deleted_rows;
-      total.applied_rows += s.applied_rows;
-      total.inserted_rows += s.inserted_rows;
+      auto moved = ranges::views::move(rows);
+      apply_into(target, moved, version_type(version), total);
     }
     return total;
   }
@@ -147,13 +140,8 @@ class AutoCdcFromSnapshot {
                          const Checks&, const batch_info&) {
     BatchStats total;
     for (auto& snap : snapshots) {
-      const BatchStats s = apply_snapshot(target, ranges::views::move(snap.rows), snap.version);
-      total.input_rows += s.input_rows;
-      total.dropped_rows += s.dropped_rows;
-      total.applied_rows += s.applied_rows;
-      total.inserted_rows += s.inserted_rows;
-      total.upserted_rows += s.upserted_rows;
-      total.deleted_rows += s.deleted_rows;
+      auto moved = ranges::views::move(snap.rows);
+      apply_into(target, moved, snap.version, total);
     }
     return total;
   }
@@ -162,40 +150,8 @@ class AutoCdcFromSnapshot {
   template <class Table, class R>
     requires batch_of<R, row_type>
   BatchStats apply_snapshot(Table& target, R&& rows, const version_type& version) {
-    static_assert(!is_managed_table_v<Table>,
-                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
-                  "(R-TABLE-1); write AUTO CDC FROM SNAPSHOT into a flowlib::StreamingTable.");
-    using Target = typename Table::row_type;
-    static_assert(detail::cdc_mapping_check<row_type, Target, opts>::ok);
-    if constexpr (is_scd2) {
-      static_assert(detail::cdc_scd2_bounds_check<
-                    version_type, typename detail::col_value<start_col<Target>>::type,
-                    typename detail::col_value<end_col<Target>>::type,
-                    !std::is_void_v<start_col<Target>>, !std::is_void_v<end_col<Target>>>::ok);
-    }
-    // After a full refresh of the table the flow starts afresh: no key, no
-    // version (R-EXACT-5).
-    if (binding_.begin_apply(target, name_, one_target_reason)) {
-      index_.clear();
-      last_.reset();
-      reset_pending_ = true;
-    }
-    if (last_ && !(*last_ < version)) {
-      throw error(errc::version_not_increasing, name_, "", "",
-                  "snapshot version " + detail::to_text(version) +
-                      " is not above the last applied version " + detail::to_text(*last_) +
-                      "; nothing of the snapshot was applied (R-CDC-8)");
-    }
     BatchStats stats;
-    auto& ts = target_scratch<Target>();
-    ts.used = 0;
-    auto& store = target.store();
-    stage(rows, stats);
-    plan<Target>(store, ts, version, stats);
-    reserve(store);
-    binding_.claim(target, kind, name_, /*exclusive=*/true);
-    commit(store, ts);
-    last_ = version;
+    apply_into(target, rows, version, stats);
     return stats;
   }
 
@@ -211,8 +167,7 @@ class AutoCdcFromSnapshot {
                   "no byte encoding; use an integer, an enum, std::string, an integer "
                   "std::chrono duration or time point, or a std::tuple of those as "
                   "snapshot_version<T>.");
-    detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
-    out.integer<std::uint8_t>(scope == checkpoint_scope::delta && reset_pending_ ? 1 : 0);
+    detail::write_flagged_header(out, checkpoint_format, scope, reset_pending_);
     detail::byte_codec<std::optional<version_type>>::write(out, last_);
     reset_pending_ = false;
   }
@@ -277,19 +232,49 @@ class AutoCdcFromSnapshot {
   }
 
  private:
-  static constexpr char checkpoint_tag[5] = "FLCS";
-  static constexpr std::uint16_t checkpoint_version = 1;
+  static constexpr detail::blob_format checkpoint_format{"FLCS", 1, "AUTO CDC FROM SNAPSHOT"};
   static constexpr std::string_view one_target_reason =
       "a flow keeps the state of exactly one target";
+
+  /// Applies one snapshot, adding its metrics to `stats`. All-or-nothing
+  /// for the table and the flow (on an error `stats` is the caller's to drop).
+  template <class Table, class R>
+    requires batch_of<R, row_type>
+  void apply_into(Table& target, R& rows, const version_type& version, BatchStats& stats) {
+    static_assert(!is_managed_table_v<Table>,
+
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a managed table accepts only append flows "
+                  "(R-TABLE-1); write AUTO CDC FROM SNAPSHOT into a flowlib::StreamingTable.");
+    using Target = typename Table::row_type;
+    static_assert(detail::cdc_target_checked<row_type, Target, version_type, opts>());
+    // After a full refresh of the table the flow starts afresh: no key, no
+    // version (R-EXACT-5).
+    if (binding_.begin_apply(target, name_, one_target_reason)) {
+      index_.clear();
+      last_.reset();
+      reset_pending_ = true;
+    }
+    if (last_ && !(*last_ < version)) {
+      throw error(errc::version_not_increasing, name_, "", "",
+                  "snapshot version " + detail::to_text(version) +
+                      " is not above the last applied version " + detail::to_text(*last_) +
+                      "; nothing of the snapshot was applied (R-CDC-8)");
+    }
+    auto& ts = targets_.get<Target>();
+    ts.used = 0;
+    auto& store = target.store();
+    stage(rows, stats);
+    plan<Target>(store, ts, version, stats);
+    reserve(store);
+    binding_.claim(target, kind, name_, /*exclusive=*/true);
+    commit(store, ts);
+    last_ = version;
+  }
 
   // Decodes one blob; returns its last applied version (each blob carries
   // the whole of it, so the last one read decides).
   std::optional<version_type> read_blob(std::string_view blob, checkpoint_scope scope) const {
-    detail::byte_reader r = detail::checkpoint_reader(blob, name_);
-    detail::read_checkpoint_header(r, checkpoint_tag, checkpoint_version,
-                                   "AUTO CDC FROM SNAPSHOT", scope);
-    const auto flags = r.integer<std::uint8_t>();
-    if (flags > (scope == checkpoint_scope::delta ? 1 : 0)) r.fail("unknown flags");
+    detail::byte_reader r = detail::read_flagged_header(blob, name_, checkpoint_format, scope);
     std::optional<version_type> v = detail::byte_codec<std::optional<version_type>>::read(r);
     detail::expect_checkpoint_end(r);
     return v;
@@ -319,16 +304,6 @@ class AutoCdcFromSnapshot {
     std::uint32_t slot;  // the new row (insert/assign/close_and_insert)
     std::uint32_t closed;  // SCD2: the closed copy of the current version
   };
-
-  template <class Target>
-  detail::cdc_target_scratch<Target>& target_scratch() {
-    using TS = detail::cdc_target_scratch<Target>;
-    if (!tscratch_ || tscratch_tag_ != TS::tag()) {
-      tscratch_ = std::make_unique<TS>();
-      tscratch_tag_ = TS::tag();
-    }
-    return static_cast<TS&>(*tscratch_);
-  }
 
   // Phase 1: read the snapshot, one row per key.
   template <class R>
@@ -478,8 +453,7 @@ class AutoCdcFromSnapshot {
   index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
   std::uint64_t stamp_ = 0;
   std::unique_ptr<scratch_type> scratch_;
-  std::unique_ptr<detail::cdc_target_scratch_base> tscratch_;
-  const void* tscratch_tag_ = nullptr;
+  detail::cdc_target_scratch_slot targets_;
   std::vector<step> steps_;
   std::vector<key_type> new_keys_;
   // A full refresh reset the state since the last write_checkpoint(), which

@@ -225,9 +225,9 @@ TEST_CASE_TEMPLATE(
   // A key's history keeps only the changes its versions do not show (an
   // upsert with the open version's values, a delete with none open); late
   // changes are placed among both kinds, in the planned path and the one pass.
-  fl::CdcSettings one_pass;
+  fl::CdcOptions one_pass;
   one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
-  for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
+  for (const fl::CdcOptions& settings : {fl::CdcOptions{}, one_pass}) {
     fl::StreamingTable<UserHistory, Storage> t{"h"};
     Scd2Flow flow{"late_among_kept", settings};
     const auto apply = [&](Change c) {
@@ -310,10 +310,10 @@ TEST_CASE_TEMPLATE(
   const std::vector<UserHistory> want = {
       {1, "A", "X", 10, 15}, {1, "B", "Y", 20, 25}, {1, "C", "Z", 15, 20}, {1, "E", "E", 30, 40},
       {1, "F", "F", 25, 30}, {2, "P", "Q", 35, {}}, {2, "R", "S", 10, 35}};
-  fl::CdcSettings one_pass;
+  fl::CdcOptions one_pass;
   one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
   std::vector<fl::BatchStats> stats;
-  for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
+  for (const fl::CdcOptions& settings : {fl::CdcOptions{}, one_pass}) {
     fl::StreamingTable<UserHistory, Storage> t{"h"};
     Scd2Flow flow{"mixed_batch", settings};
     flow.apply(t, std::vector<Change>{{1, "A", "X", "INSERT", 10}, {2, "R", "S", "INSERT", 10}});
@@ -381,7 +381,7 @@ TEST_CASE_TEMPLATE("R-CDC-2: tombstone GC on the injected clock; an older change
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using namespace std::chrono_literals;
   fl::cdc_clock::time_point now{};
-  fl::CdcSettings settings;
+  fl::CdcOptions settings;
   settings.tombstone_gc_threshold = 10s;
   settings.clock = [&now] { return now; };
   Scd1Flow flow{"users_cdc", settings};
@@ -448,7 +448,7 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-4: updates right after new keys that make the 
     CHECK(t.sorted_rows() == want);
 
     // SCD2: the one pass against the planned path (which reserves first).
-    fl::CdcSettings one, planned;
+    fl::CdcOptions one, planned;
     one.tuning.scd2_one_pass_min_keys = 0;
     planned.tuning.scd2_one_pass_min_keys = std::numeric_limits<std::size_t>::max();
     Scd2Flow f1{"users_cdc", one}, f2{"users_cdc", planned};
@@ -691,7 +691,7 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-3 R-CDC-5: composite nullable keys, struct seq
   using F =
       fl::AutoCdc<EKey, ESeq, fl::Scd1, fl::apply_as_deletes<KindIs>,
                   fl::apply_as_truncates<KindIs>, fl::column_list<"region", "device", "payload">>;
-  F flow{"events", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
+  F flow{"events", fl::CdcOptions{}, fl::apply_as_deletes<KindIs>{{"gone"}},
          fl::apply_as_truncates<KindIs>{{"wipe"}},
          fl::column_list<"region", "device", "payload">{}};
   fl::StreamingTable<Current, Storage> t{"current"};
@@ -709,7 +709,7 @@ TEST_CASE_TEMPLATE("R-CDC-2 R-CDC-3 R-CDC-5: composite nullable keys, struct seq
   using F2 =
       fl::AutoCdc<EKey, ESeq, fl::Scd2<fl::track_history_column_list<"payload">>,
                   fl::apply_as_deletes<KindIs>, fl::column_list<"region", "device", "payload">>;
-  F2 f2{"events2", fl::CdcSettings{}, fl::apply_as_deletes<KindIs>{{"gone"}},
+  F2 f2{"events2", fl::CdcOptions{}, fl::apply_as_deletes<KindIs>{{"gone"}},
         fl::column_list<"region", "device", "payload">{}};
   fl::StreamingTable<History, Storage> h{"history"};
   f2.apply(h, std::vector<Event>{{"eu", std::nullopt, 10, 2, "x", "up"},
@@ -788,8 +788,8 @@ TEST_CASE_TEMPLATE(
       fl::AutoCdc<UserKey, UserSeq, fl::Scd1, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
   using F2 =
       fl::AutoCdc<UserKey, UserSeq, fl::Scd2<>, fl::apply_as_deletes<ThrowingDelete>, NotStored>;
-  F1 f1{"f1", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
-  F2 f2{"f2", fl::CdcSettings{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
+  F1 f1{"f1", fl::CdcOptions{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
+  F2 f2{"f2", fl::CdcOptions{}, fl::apply_as_deletes<ThrowingDelete>{{999}}, NotStored{}};
   fl::StreamingTable<User, Storage> t{"u"};
   fl::StreamingTable<UserHistory, Storage> h{"h"};
   f1.apply(t, feed());
@@ -1080,10 +1080,10 @@ TEST_CASE("R-CDC-4: a late change rewrites a few versions, however long the hist
   // derivation starts (a key with 200 versions here; before the stop, a
   // late change rewrote every version after it).
   using Store = counting::counting_row_store<UserHistory>;
-  fl::CdcSettings one_pass;
+  fl::CdcOptions one_pass;
   one_pass.tuning.scd2_one_pass_min_keys =
       0;  // the late changes are set aside by the pass, then planned
-  for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
+  for (const fl::CdcOptions& settings : {fl::CdcOptions{}, one_pass}) {
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
     std::vector<UserHistory> want = counting::long_history(flow, t);
@@ -1134,10 +1134,10 @@ TEST_CASE("R-CDC-4: several late changes to one key in a batch each rewrite a fe
   // between them stay as they are (before, the derivation ran from the
   // earliest to the last and rewrote every version in between).
   using Store = counting::counting_row_store<UserHistory>;
-  fl::CdcSettings one_pass;
+  fl::CdcOptions one_pass;
   one_pass.tuning.scd2_one_pass_min_keys =
       0;  // the late changes are set aside by the pass, then planned
-  for (const fl::CdcSettings& settings : {fl::CdcSettings{}, one_pass}) {
+  for (const fl::CdcOptions& settings : {fl::CdcOptions{}, one_pass}) {
     CAPTURE(settings.tuning.scd2_one_pass_min_keys);
     fl::StreamingTable<UserHistory, counting::CountingStorage> t{"h"};
     Scd2Flow flow{"late_in_long_history", settings};
@@ -1220,7 +1220,7 @@ TEST_CASE_TEMPLATE("R-EXACT-5: SCD2 after a full refresh of its target applies a
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
     CAPTURE(min_keys);
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     settings.tuning.scd2_one_pass_min_keys = min_keys;  // one pass, or planned
     const std::vector<Change> before{{1, "a", "x", "INSERT", 1}, {2, "b", "x", "INSERT", 1},
                                      {1, "a", "z", "UPDATE", 4}};
@@ -1276,7 +1276,7 @@ TEST_CASE_TEMPLATE("R-EXACT-5: a ONCE flow runs again after a full refresh of it
 // A moved flow keeps writing its table (its claim, index and history move with
 // it); the moved-from flow, which lost that state, is refused by the table.
 template <class Flow, class Table>
-void check_moved_flow(const fl::CdcSettings& settings, const std::vector<Change>& first,
+void check_moved_flow(const fl::CdcOptions& settings, const std::vector<Change>& first,
                       const std::vector<Change>& second, const std::vector<Change>& third) {
   Table users{"users"};
   Flow flow{"users_cdc", settings};
@@ -1321,7 +1321,7 @@ TEST_CASE_TEMPLATE("a moved AUTO CDC flow keeps writing its table; the moved-fro
   SUBCASE("SCD2") {
     for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
       CAPTURE(min_keys);
-      fl::CdcSettings settings;
+      fl::CdcOptions settings;
       settings.tuning.scd2_one_pass_min_keys = min_keys;  // one pass, or planned
       check_moved_flow<Scd2Flow, fl::StreamingTable<UserHistory, Storage>>(settings, first,
                                                                           second, third);
@@ -1565,7 +1565,7 @@ void null_key_matches_null(const Id& other) {
                                   {null, "f", 5, {}}, {other, "b", 1, {}}};
   for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
     CAPTURE(min_keys);
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     settings.tuning.scd2_one_pass_min_keys = min_keys;  // one pass, or planned
     fl::StreamingTable<History, Storage> h{"h"};
     F2 f2{"null_keys_scd2", settings};
@@ -1657,7 +1657,7 @@ TEST_CASE_TEMPLATE(
                                  {1, "A", "X", "UPDATE", 3}};
   for (const std::size_t min_keys : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
     CAPTURE(min_keys);
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     settings.tuning.scd2_one_pass_min_keys = min_keys;
     {  // tracked (the default): every upsert opens a version
       fl::StreamingTable<SeqHistory, Storage> h{"h"};

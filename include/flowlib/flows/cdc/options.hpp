@@ -1,11 +1,10 @@
 // flowlib/flows/cdc/options.hpp
 //
 // The option types of the change-feed flows (AutoCdc, AutoCdcFromSnapshot)
-// and their runtime settings, CdcSettings. detail::cdc_options (in
-// detail/cdc_columns.hpp) reads and checks them.
+// and their runtime settings, CdcOptions. detail::cdc_options (in
+// flows/cdc/detail/option_traits.hpp) reads and checks them.
 #pragma once
 
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/fixed_string.hpp>
 
 #include <chrono>
@@ -67,6 +66,12 @@ struct track_history_except_column_list {};
 /// @brief Option: equal key and sequence is an error (errc::tied_sequence).
 struct strict_sequence {};
 
+/// @brief Option of AutoCdcFromSnapshot: the snapshot version type.
+template <class T>
+struct snapshot_version {
+  using value_type = T;
+};
+
 /// @brief The clock tombstone GC is measured on.
 using cdc_clock = std::chrono::steady_clock;
 
@@ -74,7 +79,7 @@ using cdc_clock = std::chrono::steady_clock;
 /// value gives the same table and metrics; only speed differs. The defaults
 /// suit most machines (docs/benchmarks/auto_cdc.md says how to measure them
 /// on another).
-struct CdcTuning {
+struct CdcEngineOptions {
   /// SCD2 with every column tracked (and no ignore_null_updates, no
   /// strict_sequence, on in-memory storage): a batch for a target the flow
   /// already maintains with at least this many keys is applied in one pass
@@ -85,7 +90,7 @@ struct CdcTuning {
 };
 
 /// @brief Runtime settings of a change-feed flow.
-struct CdcSettings {
+struct CdcOptions {
   /// SCD1: a tombstone (key, delete sequence) is kept at least this long
   /// after its delete was applied, then collected at the start of a later
   /// batch. std::nullopt keeps tombstones for ever. After collection a
@@ -93,8 +98,12 @@ struct CdcSettings {
   std::optional<cdc_clock::duration> tombstone_gc_threshold{};
   /// Reads the current time once per batch; empty means cdc_clock::now.
   std::function<cdc_clock::time_point()> clock{};
-  /// Engine switch points (speed only, see CdcTuning).
-  CdcTuning tuning{};
+  /// Engine switch points (speed only, see CdcEngineOptions).
+  CdcEngineOptions tuning{};
 };
+
+/// @brief The former names of CdcOptions and CdcEngineOptions.
+using CdcSettings [[deprecated("use CdcOptions")]] = CdcOptions;
+using CdcTuning [[deprecated("use CdcEngineOptions")]] = CdcEngineOptions;
 
 }  // namespace flowlib

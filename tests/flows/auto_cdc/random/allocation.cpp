@@ -110,7 +110,7 @@ fl::BatchStats apply_until_through(Flow& flow, Table& t, const Batch& batch, lon
 TEST_CASE_TEMPLATE("AUTO CDC: a batch failing at any allocation changes nothing", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
   using namespace alloc;
-  fl::CdcSettings one_pass;
+  fl::CdcOptions one_pass;
   one_pass.tuning.scd2_one_pass_min_keys = 0;  // SCD2 too takes its one pass, however few keys
   long failures[3] = {0, 0, 0};
   for (unsigned n = 0; n < 60; ++n) {

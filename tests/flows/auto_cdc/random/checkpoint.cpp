@@ -156,7 +156,7 @@ template <class Flow, class Row>
 void equivalence(unsigned seed, bool truncates, bool gc, std::size_t one_pass_min_keys) {
   std::mt19937 rng(seed);
   auto now = std::make_shared<std::int64_t>(0);
-  fl::CdcSettings settings;
+  fl::CdcOptions settings;
   if (gc) {
     settings.tombstone_gc_threshold =
         fl::cdc_clock::duration(std::uniform_int_distribution<int>(0, 6)(rng));
@@ -466,7 +466,7 @@ namespace {
 
 template <class Flow, class Row>
 std::size_t delta_size(int keys, const std::vector<Change>& batch) {
-  fl::CdcSettings settings;
+  fl::CdcOptions settings;
   settings.tombstone_gc_threshold = std::chrono::hours(1);
   Flow f{"cdc", settings};
   fl::StreamingTable<Row> t{"target"};

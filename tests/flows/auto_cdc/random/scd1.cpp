@@ -32,7 +32,7 @@ TEST_CASE("R-CDC-5 R-CDC-6: SCD1 ignore_null_updates with ties, source order kep
 // --- The one-pass path against the planned path -----------------------------------
 //
 // A batch for a target the flow already maintains is applied in one pass
-// over the changes (see apply_one_pass in flows/cdc/scd1_one_pass.hpp); the first
+// over the changes (see flows/cdc/detail/scd1_one_pass.hpp); the first
 // batch, batches with a truncate and input ranges that are not forward
 // ranges are planned. Both must give the same target, flow state and
 // metrics, batch after batch, and a failing batch must change nothing.
@@ -48,7 +48,7 @@ TEST_CASE_TEMPLATE("R-CDC-1 R-CDC-5 R-CDC-7: SCD1 one pass and planned agree on 
     std::mt19937 rng(40000 + n);
     std::uniform_int_distribution<int> pct(0, 99);
     fl::cdc_clock::time_point now{};
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     if (n % 2 == 1) {  // every other case collects tombstones after 5 ticks
       settings.tombstone_gc_threshold = 5s;
       settings.clock = [&now] { return now; };
@@ -82,7 +82,7 @@ TEST_CASE_TEMPLATE("R-CDC-5: SCD1 one pass: a batch failing anywhere changes not
   for (unsigned n = 0; n < 300; ++n) {
     std::mt19937 rng(70000 + n);
     CountingDelete pred;
-    Flow flow{"random_cdc", fl::CdcSettings{}, fl::apply_as_deletes<CountingDelete>{pred},
+    Flow flow{"random_cdc", fl::CdcOptions{}, fl::apply_as_deletes<CountingDelete>{pred},
               fl::apply_as_truncates<IsTruncate>{}, Cols{}};
     Flow planned{"random_cdc"};
     fl::StreamingTable<Row, Storage> t{"t"};

@@ -61,7 +61,7 @@ void scd2_current_is_scd1(int cases, unsigned seed0, bool ignore_nulls) {
     const std::vector<Change> changes = random_feed(rng, /*truncates=*/false, /*ties=*/true);
     INFO("case " << n << " (seed " << seed << "), changes: " << changes);
     // Every other case: the one-pass engines where the options allow them.
-    fl::CdcSettings settings;
+    fl::CdcOptions settings;
     if (n % 2 == 1) settings.tuning.scd2_one_pass_min_keys = 0;
     Flow1 scd1{"scd1", settings};
     Flow2 scd2{"scd2", settings};
@@ -104,9 +104,9 @@ TEST_CASE("R-CDC-5 R-CDC-6: deletes among ties with ignore_null_updates: SCD2's 
 //
 // With every column tracked, a batch for a target the flow already
 // maintains is applied in one pass (here however few its keys:
-// CdcTuning::scd2_one_pass_min_keys) where each change follows its key's
+// CdcEngineOptions::scd2_one_pass_min_keys) where each change follows its key's
 // kept ones; a key's late or tied changes are set aside and planned after
-// the pass (see apply_one_pass in flows/cdc/scd2_one_pass.hpp). The outcome,
+// the pass (see flows/cdc/detail/scd2_one_pass.hpp). The outcome,
 // the flow's state and every metric must be the planned path's, batch after
 // batch, and a batch failing anywhere, in the pass or in planning the
 // set-aside changes, must change nothing.
@@ -141,7 +141,7 @@ TEST_CASE_TEMPLATE(
   using namespace onepass;
   for (unsigned n = 0; n < kAgreeCases; ++n) {
     std::mt19937 rng(50000 + n);
-    fl::CdcSettings one_pass;
+    fl::CdcOptions one_pass;
     one_pass.tuning.scd2_one_pass_min_keys = 0;  // however few keys
     Scd2Flow fast{"random_cdc", one_pass};
     Scd2Flow planned{"random_cdc"};
@@ -170,7 +170,7 @@ TEST_CASE_TEMPLATE("SCD2 one pass: a batch failing anywhere changes nothing", St
   for (unsigned n = 0; n < kFailCases; ++n) {
     std::mt19937 rng(80000 + n);
     CountingDelete pred;
-    fl::CdcSettings one_pass;
+    fl::CdcOptions one_pass;
     one_pass.tuning.scd2_one_pass_min_keys = 0;
     Scd2Flow flow{"random_cdc", one_pass, fl::apply_as_deletes<CountingDelete>{pred}, Cols{}};
     Scd2Flow planned{"random_cdc"};

@@ -1,17 +1,19 @@
-// flowlib/flows/cdc/scd2_state.hpp
+// flowlib/flows/cdc/detail/scd2_state.hpp
 //
-// AUTO CDC, SCD type 2: the per-key state both SCD2 engines keep (the
-// planned one, cdc/scd2.hpp, and the one pass, cdc/scd2_one_pass.hpp): the
-// key index, each key's versions and the changes its versions do not show,
-// and what the planner is told about a one pass that ran before it.
-// Internal.
+// AUTO CDC, SCD type 2: the state the engine keeps between batches (a
+// member of cdc_flow::scd2_engine, engine.hpp), which both of its apply
+// paths read and write: the key index, each key's versions and the changes its versions do
+// not show (compact_history); the derivation of versions from changes
+// (walk_*) both paths share; and what the planner is told about a one pass
+// that ran before it. checkpoint.hpp persists it. Internal.
 #pragma once
 
-#include <flowlib/detail/cdc_batch.hpp>
 #include <flowlib/detail/flat_index.hpp>
 #include <flowlib/detail/key_index.hpp>
-#include <flowlib/flows/cdc/staging.hpp>
-#include <flowlib/storage/memory.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
+#include <flowlib/flows/cdc/detail/staging.hpp>
+#include <flowlib/flows/cdc/detail/target_scratch.hpp>
+#include <flowlib/storage/row_store.hpp>
 
 #include <absl/container/inlined_vector.h>
 
@@ -26,7 +28,6 @@
 #include <vector>
 
 namespace flowlib::detail {
-
 
 /// std::partition_point over [first, last) (pred holds on a prefix),
 /// searched from the back: 1, 2, 4, ... elements back from `last` until one
@@ -46,11 +47,71 @@ It partition_point_from_back(It first, It last, Pred pred) {
   return first;
 }
 
+// SCD2 keeps every change of a key, to re-derive its versions when a late
+// change arrives. When every selected column is tracked and none ignores
+// nulls (cdc_flow::scd2_compact_history), the versions themselves show most
+// changes: each version was opened by an upsert at its __START_AT with its
+// values, and one that ends where no version starts was closed by a delete
+// at its __END_AT (an upsert that closes a version opens the next at its own
+// sequence). The history then keeps only the other changes, those that
+// opened or closed no version (an upsert with the open version's values, a
+// delete with none open), each referring to the version holding its values
+// (its index among the key's versions): 16 bytes for an int64 sequence, the
+// first one inline (scd2_ref_event). Most keys keep none, so a change in
+// order reads and writes no history (a miss saved per change on a target
+// larger than the cache), and the history's memory is that of the changes
+// the versions do not show. Otherwise every change is kept with its columns
+// (scd2_full_event); strict_sequence keeps a copy of every change, because a
+// tie is checked against every column of the stored change.
+
+/// A kept change with its columns.
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_full_event {
+  sequence_type seq;
+  bool remove;
+  // With ignore_null_updates: an upsert that followed a delete of the key
+  // at the same sequence (a tie, R-CDC-5); it inherits no value when it is
+  // replayed (walk_upsert). Always false otherwise.
+  bool after_delete;
+  change_type row;
+};
+
+/// A kept change of a compact history.
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_ref_event {
+  sequence_type seq;
+  std::uint32_t version;  // upserts: the version holding its values (index in versions)
+  bool remove;
+};
+
+/// One-pass apply (compact history only, so other modes pay no memory for
+/// it): the pass that last touched the key, and its undo record there.
+struct scd2_pass_mark {
+  std::uint32_t pass = 0;
+  std::uint32_t rec = 0;
+};
+struct scd2_no_pass_mark {};
+
+/// A key's entry in the SCD2 index.
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_entry
+    : std::conditional_t<scd2_compact_history, scd2_pass_mark, scd2_no_pass_mark> {
+  // The key's changes by sequence (ties replaced); with a compact history,
+  // only those its versions do not show.
+  std::conditional_t<scd2_compact_history, absl::InlinedVector<scd2_ref_event, 1>,
+                     std::vector<scd2_full_event>>
+      history;
+  // The key's target rows, by __START_AT. Up to four are held in the entry
+  // itself (the size of a std::vector): most keys have few versions, and a
+  // key touched then costs no allocation and no miss on a separate array.
+  absl::InlinedVector<row_id, 4> versions;
+};
+
 /// A key the SCD2 one pass touched: what its undo restores, and what the
 /// planner run after the pass reads to tell the pass's changes apart.
-template <class Change>
-struct scd2_pass_record {
-  const Change* src;        // a change of the key: finds its entry again
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_pass_record {
+  const change_type* src;   // a change of the key: finds its entry again
   std::uint32_t hist_size;  // the key's history before the pass
   std::uint32_t vers_size;  // ... and its versions
   bool existed;             // the key had an entry
@@ -61,72 +122,18 @@ struct scd2_pass_record {
 /// the same batch just before (it plans the changes the pass set aside):
 /// a tie with a change that pass applied is a tie within the batch, whose
 /// loser the planned path never counts.
-template <class Change>
-struct scd2_pass_context {
-  std::uint32_t pass = 0;                            // that pass (0: none)
-  const scd2_pass_record<Change>* records = nullptr;  // its records, by entry
+template <class K, class S, class Scd, class... Options>
+struct cdc_flow<K, S, Scd, Options...>::scd2_pass_context {
+  std::uint32_t pass = 0;                      // that pass (0: none)
+  const scd2_pass_record* records = nullptr;   // its records, by entry
   std::array<std::uint64_t, 2>* lost_ties = nullptr;  // out: its upserts, deletes that lost a tie
 };
 
-/// The SCD2 state: the key index and its entries; a base of both engines.
+/// The SCD2 state (K, S, Scd, Options as in flowlib::AutoCdc).
 template <class K, class S, class Scd, class... Options>
-class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
-  using base = cdc_staging<K, S, Scd, Options...>;
-
- public:
-  using base::base;
-  using typename base::sequence_type;
-
-  /// Keys the engine holds state for.
-  std::size_t key_count() const noexcept { return index_.size(); }
-
- protected:
-  template <class>
-  friend struct cdc_checkpoint;
-  using typename base::opts;
-  using typename base::change_type;
-  using typename base::key_type;
-  using typename base::traits;
-  using typename base::op;
-  using typename base::probe;
-  using typename base::scratch_type;
-  using typename base::ignored_cols;
-  template <class T>
-  using mapping = typename base::template mapping<T>;
-  template <class T>
-  using start_col = typename base::template start_col<T>;
-  template <class T>
-  using end_col = typename base::template end_col<T>;
-  using base::n_ignored;
-  using base::no_row;
-  using base::probe_prefetch_distance;
-  using base::entry_prefetch_distance;
-  using base::row_prefetch_distance;
-  using base::commit_prefetch_distance;
-  using base::target_scratch;
-  using base::classify;
-  using base::same_change;
-  using base::throw_tie;
-  using base::stage_batch;
-  using base::sort_group;
-  using base::probe_all;
-  using base::prefetch_group_rows;
-  using base::prefetch_change;
-  using base::release_staging;
-  using base::reset_staging;
-  using base::name_;
-  using base::settings_;
-  using base::options_;
-  using base::key_;
-  using base::seq_;
-  using base::scratch_;
-  using base::seqs_;
-  using base::ops_;
-  using base::order_;
-  using base::batch_floor_;
-  using base::changes_;
-  using scd2_pass_record = detail::scd2_pass_record<change_type>;
-  using scd2_plan_context = scd2_pass_context<change_type>;
+struct cdc_flow<K, S, Scd, Options...>::scd2_state {
+  using entry = scd2_entry;  // (the checkpoint's names)
+  static constexpr bool compact_history = scd2_compact_history;
 
   // SCD2 closes a stored version by writing its __END_AT in place when the
   // store hands out mutable rows and copying the sequence cannot throw (the
@@ -138,63 +145,15 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
         { s.get(id) } -> std::same_as<Target&>;
       };
 
-  // SCD2 keeps every change of a key, to re-derive its versions when a late
-  // change arrives. When every selected column is tracked and none ignores
-  // nulls (compact_history), the versions themselves show most changes:
-  // each version was opened by an upsert at its __START_AT with its values,
-  // and one that ends where no version starts was closed by a delete at its
-  // __END_AT (an upsert that closes a version opens the next at its own
-  // sequence). The history then keeps only the other changes, those that
-  // opened or closed no version (an upsert with the open version's values, a
-  // delete with none open), each referring to the version holding its
-  // values (its index among the key's versions): 16 bytes for an int64
-  // sequence, the first one inline. Most keys keep none, so a change in
-  // order reads and writes no history (a miss saved per change on a target
-  // larger than the cache), and the history's memory is that of the changes
-  // the versions do not show. strict_sequence keeps a copy of every change,
-  // because a tie is checked against every column of the stored change.
-  static constexpr bool compact_history =
-      opts::ignore_mode == 0 && opts::scd::track_mode == 0 && !opts::strict &&
-      std::is_nothrow_move_constructible_v<sequence_type> &&
-      std::is_nothrow_move_assignable_v<sequence_type>;
-  struct full_event {
-    sequence_type seq;
-    bool remove;
-    // With ignore_null_updates: an upsert that followed a delete of the key
-    // at the same sequence (a tie, R-CDC-5); it inherits no value when it is
-    // replayed (walk_upsert). Always false otherwise.
-    bool after_delete;
-    change_type row;
-  };
-  struct ref_event {
-    sequence_type seq;
-    std::uint32_t version;  // upserts: the version holding its values (index in versions)
-    bool remove;
-  };
-  using event = std::conditional_t<compact_history, ref_event, full_event>;
-  using history_type = std::conditional_t<compact_history, absl::InlinedVector<ref_event, 1>,
-                                          std::vector<full_event>>;
-  // One-pass apply (compact history only, so other modes pay no memory
-  // for it): the pass that last touched the key, and its undo record there.
-  struct pass_mark {
-    std::uint32_t pass = 0;
-    std::uint32_t rec = 0;
-  };
-  struct no_pass_mark {};
-  struct scd2_entry : std::conditional_t<compact_history, pass_mark, no_pass_mark> {
-    // The key's changes by sequence (ties replaced); with a compact history,
-    // only those its versions do not show.
-    history_type history;
-    // The key's target rows, by __START_AT. Up to four are held in the
-    // entry itself (the size of a std::vector): most keys have few
-    // versions, and a key touched then costs no allocation and no miss on
-    // a separate array.
-    absl::InlinedVector<row_id, 4> versions;
-  };
-  using entry = scd2_entry;
   // (Not key_index: see flat_index.hpp for what it adds.)
-  using index_type = flat_index<key_type, entry, key_index_hash<K, probe>, key_index_eq<K, probe>>;
+  using index_type = flat_index<key_type, entry, key_index_hash<K, probe>,
+                                key_index_eq<K, probe>>;
 
+  explicit scd2_state(const staging& stage)
+      : index(stage.template empty_index<index_type>()) {}
+
+  /// As new (R-EXACT-5): no keys; the index is freed.
+  void reset(const staging& stage) noexcept { index = stage.template empty_index<index_type>(); }
 
   /// Compact history, a late change's walk converged at stored version w
   /// (see plan_segment): whether the key's next new change, of
@@ -212,7 +171,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   /// The highest sequence among a key's stored changes (compact history:
   /// those kept and those its versions show), or nullptr if it has none.
   template <class Store>
-  const sequence_type* latest_seq(const Store& store, const scd2_entry& e) const noexcept {
+  static const sequence_type* latest_seq(const Store& store, const entry& e) noexcept {
     const typename Store::row_type* last = nullptr;
     if constexpr (compact_history) {  // (otherwise the history holds every change)
       if (!e.versions.empty()) last = &store.get(e.versions.back());
@@ -221,7 +180,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   }
   /// The same, given the key's last version row (nullptr: it has none).
   template <class Target>
-  const sequence_type* latest_seq(const scd2_entry& e, const Target* last) const noexcept {
+  static const sequence_type* latest_seq(const entry& e, const Target* last) noexcept {
     const sequence_type* m = e.history.empty() ? nullptr : &e.history.back().seq;
     if constexpr (compact_history) {
       if (last != nullptr) {  // its last version's end, or its start while open
@@ -256,10 +215,10 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
 
   // One change of the SCD2 derivation (R-CDC-4). `cur` is the open version
   // (a scratch row) or npos; new versions are appended to the scratch
-  // rows. Returns whether the versions show the change (see compact_history).
+  // rows. Returns whether the versions show the change (see scd2_compact_history).
   // `after_delete`: an upsert tied after a delete (full_event::after_delete).
   template <class Target>
-  bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+  static bool walk_step(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                  const sequence_type& s, bool remove, const change_type& row,
                  bool after_delete = false) {
     if (remove) return walk_delete<Target>(ts, cur, s);
@@ -281,7 +240,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
   /// left nothing to keep, so it is written as it is (and, as any upsert,
   /// updates the open version in place when its tracked values are equal).
   template <class Target, class Values>
-  bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
+  static bool walk_upsert(cdc_target_scratch<Target>& ts, std::uint32_t& cur,
                    const sequence_type& s, const Values& values, bool after_delete = false) {
     using Map = mapping<Target>;
     const bool open = cur != npos;
@@ -310,7 +269,7 @@ class cdc_scd2_state : public cdc_staging<K, S, Scd, Options...> {
     return true;
   }
 
-  index_type index_{0, typename index_type::hasher{}, typename index_type::key_equal{key_}};
+  index_type index;
 };
 
 }  // namespace flowlib::detail

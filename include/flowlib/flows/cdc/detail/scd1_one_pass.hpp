@@ -1,142 +1,63 @@
-// flowlib/flows/cdc/scd1_one_pass.hpp
+// flowlib/flows/cdc/detail/scd1_one_pass.hpp
 //
-// AUTO CDC, SCD type 1: the engine (cdc_scd1), which applies a batch for a
-// target it already maintains in one pass over the changes, straight into
-// the target with an undo record per key touched, and otherwise plans it
-// (cdc/scd1.hpp). Both give the same table and metrics. Internal.
+// AUTO CDC, SCD type 1, the one-pass path of cdc_flow::scd1_engine
+// (engine.hpp). It holds only its per-batch scratch (undo records, the pass
+// log); the engine hands it the staging, the SCD1 state and the planned
+// path, whose scratch it frees once it has taken over.
+//
+// A batch for a target the flow already maintains is applied in one pass
+// over the changes, in source order, straight into the target, as a
+// hand-written loop would: the highest sequence wins, so source order
+// within the batch does not change the outcome (R-CDC-1). It stays
+// all-or-nothing through an undo record per key touched: the key's first
+// applied change copies its entry and moves the stored row's values aside
+// before overwriting them; a later upsert of the key into a row that
+// exists is only noted, and the last one noted is written once every
+// change has passed (a key changed many times costs one write); a delete
+// parks the stored row (it is erased only once every change has passed,
+// and clears a noted upsert); on any error the records restore
+// every key, erase the rows the pass inserted and leave the store as it
+// was. The metrics are those of the planned path, which applies a key's
+// changes in sequence order: a key whose changes arrived out of order in
+// the batch is recounted at the end, from a log of the pass.
+//
+// Not used where the planned path needs the whole batch first:
+// ignore_null_updates (a late change still fills columns), strict_sequence
+// (a tie between two superseded changes must be found) and a batch with a
+// truncate (the pass stops, is undone, and the batch is planned); nor for
+// the first batch (planning claims the target only once it cannot fail),
+// input ranges whose rows do not stay put, or stores without mutable rows. Internal.
 #pragma once
 
-#include <flowlib/detail/cdc_batch.hpp>
-#include <flowlib/flows/cdc/scd1.hpp>
+#include <flowlib/detail/admit.hpp>
+#include <flowlib/detail/prefetch.hpp>
+#include <flowlib/expect.hpp>
+#include <flowlib/flows/cdc/detail/flow.hpp>
+#include <flowlib/flows/cdc/detail/scd1_planned.hpp>
+#include <flowlib/flows/cdc/detail/scd1_state.hpp>
+#include <flowlib/flows/cdc/detail/staging.hpp>
+#include <flowlib/flows/cdc/detail/target_scratch.hpp>
+#include <flowlib/stats.hpp>
 #include <flowlib/storage/memory.hpp>
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <ranges>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace flowlib::detail {
 
-/// The SCD1 engine: one pass where it applies, else planned.
+/// The one-pass path of the SCD1 engine.
 template <class K, class S, class Scd, class... Options>
-class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
-  using base = cdc_scd1_planned<K, S, Scd, Options...>;
-
- public:
-  using base::base;
-
-  /// Applies one batch (the facade has checked the target and ONCE).
-  template <class Table, class R, class... P>
-  void apply(Table& target, R& batch, const Expectations<P...>& checks, BatchStats& stats,
-             target_binding& binding, std::string_view kind) {
-    using Target = typename Table::row_type;
-    changes_.on_apply();
-    auto& ts = this->template target_scratch<Target>();
-    ts.used = 0;
-    auto& store = target.store();
-    if constexpr (one_pass<std::remove_cvref_t<decltype(store)>, Target, R>) {
-      if (binding.table() == &target) {  // the first batch also claims the target: planned
-        if (apply_one_pass(store, ts, batch, checks, stats)) {
-          this->release_planned_scratch();
-          return;
-        }
-        stats = BatchStats{};  // a truncate: the pass was undone; planned instead
-        ts.used = 0;
-      }
-    }
-    this->apply_planned(target, store, ts, batch, checks, stats, binding, kind);
-  }
-
-  /// As new (R-EXACT-5), the one pass's scratch freed too.
-  void reset_state() noexcept {
-    base::reset_state();
-    pass_ = 0;
-    undo_records_ = {};
-    pass_log_ = {};
-    superseded_ = {};
-    keys_with_superseded_ = {};
-    due_writes_ = {};
-    nulled_columns_ = {};
-    superseded_seqs_ = {};
-    recount_order_ = {};
-    lookahead_entries_ = {};
-  }
-
- private:
-  template <class>
-  friend struct cdc_checkpoint;
-  using typename base::opts;
-  using typename base::change_type;
-  using typename base::key_type;
-  using typename base::sequence_type;
-  using typename base::traits;
-  using typename base::op;
-  using typename base::probe;
-  using typename base::scratch_type;
-  using typename base::ignored_cols;
-  using typename base::scd1_entry;
-  using typename base::entry;
-  template <class T>
-  using mapping = typename base::template mapping<T>;
-  using base::name_;
-  using base::settings_;
-  using base::key_;
-  using base::seq_;
-  using base::classify;
-  using base::prefetch_change;
-  using base::ignore_active;
-  using base::index_;
-  using base::floor_;
-  using base::tombstones_;
-  using base::gc_queue_;
-  using base::gc_head_;
-  using base::now_;
-  using base::read_clock;
-  using base::expired;
-  using base::collect_tombstones;
-  using base::no_row;
-  using base::changes_;
-  using base::note_collected;
-
-  // --- SCD type 1 in one pass -----------------------------------------------------------
-  //
-  // A batch for a target the flow already maintains is applied in one pass
-  // over the changes, in source order, straight into the target, as a
-  // hand-written loop would: the highest sequence wins, so source order
-  // within the batch does not change the outcome (R-CDC-1). It stays
-  // all-or-nothing through an undo record per key touched: the key's first
-  // applied change copies its entry and moves the stored row's values aside
-  // before overwriting them; a later upsert of the key into a row that
-  // exists is only noted, and the last one noted is written once every
-  // change has passed (a key changed many times costs one write); a delete
-  // parks the stored row (it is erased only once every change has passed,
-  // and clears a noted upsert); on any error the records restore
-  // every key, erase the rows the pass inserted and leave the store as it
-  // was. The metrics are those of the planned path, which applies a key's
-  // changes in sequence order: a key whose changes arrived out of order in
-  // the batch is recounted at the end, from a log of the pass.
-  //
-  // Not used where the planned path needs the whole batch first:
-  // ignore_null_updates (a late change still fills columns), strict_sequence
-  // (a tie between two superseded changes must be found) and a batch with a
-  // truncate (the pass stops, is undone, and the batch is planned); nor for
-  // the first batch (planning claims the target only once it cannot fail),
-  // input ranges whose rows do not stay put, or stores without mutable rows.
-  template <class Store, class Target, class R>
-  static constexpr bool one_pass =
-      !ignore_active && !opts::strict && std::ranges::forward_range<R> &&
-      std::is_lvalue_reference_v<std::ranges::range_reference_t<R>> &&
-      std::is_same_v<std::remove_cvref_t<std::ranges::range_reference_t<R>>, change_type> &&
-      std::is_nothrow_move_constructible_v<Target> && std::is_nothrow_move_assignable_v<Target> &&
-      std::is_nothrow_move_assignable_v<sequence_type> && requires(Store& s, row_id id) {
-        { s.get(id) } -> std::same_as<Target&>;
-      };
+class cdc_flow<K, S, Scd, Options...>::scd1_one_pass {
+  using entry = typename scd1_state::entry;
 
   // SCD1 in one pass: how a stored row takes its key's last upsert. When
   // every mapped column's assignment can be made unable to throw ahead of
@@ -144,13 +65,13 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   // the pass only prepares the row and writes it after everything that can
   // fail (write_due, last), so it keeps no copy of the stored values (a
   // copy per key touched would slow the pass markedly). Otherwise the
-  // stored values are moved aside before the first write, for undo_one_pass.
+  // stored values are moved aside before the first write, for undo.
   template <class Target>
   static constexpr bool write_last = mapping<Target>::preparable;
 
   struct undo_record {
     const change_type* src;   // a change of the key: finds its entry again
-    scd1_entry old;           // the entry before the pass (when `existed`)
+    entry old;           // the entry before the pass (when `existed`)
     std::uint32_t saved;      // target scratch row with the stored row's values, or npos
                               // (always npos with write_last: the row is written last)
     // (Bit-fields keep the record in one cache line for an int64 sequence.)
@@ -185,27 +106,35 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
   };
   static constexpr std::size_t max_one_pass_rows = pass_log_entry::none;
 
+ public:
+  /// Whether a batch of type R for a Store of Target rows can take the pass.
+  template <class Store, class Target, class R>
+  static constexpr bool applies =
+      !scd1_state::ignore_active && !opts::strict && cdc_one_pass_batch<R, change_type, Target> &&
+      std::is_nothrow_move_assignable_v<sequence_type> && requires(Store& s, row_id id) {
+        { s.get(id) } -> std::same_as<Target&>;
+      };
+
+  /// Whether the pass takes a batch it applies to: always (a batch for a
+  /// target the flow already maintains).
+  static constexpr bool takes(const staging&, const scd1_state&) noexcept { return true; }
+
   /// Applies the batch in one pass. Returns false, with everything undone,
   /// when the batch holds a truncate; throws, with everything undone, on an
-  /// error.
+  /// error. Once through, it frees the planned path's scratch (a later
+  /// planned batch allocates it again).
   template <class Store, class Target, class R, class... P>
-  bool apply_one_pass(Store& store, cdc_target_scratch<Target>& ts, R& batch,
-                      const Expectations<P...>& checks, BatchStats& stats) {
+  bool apply(staging& stage, scd1_state& state, scd1_planned& planned, Store& store,
+             cdc_target_scratch<Target>& ts, R& batch, const Expectations<P...>& checks,
+             BatchStats& stats) {
     undo_records_.clear();
     pass_log_.clear();
     nulled_columns_.clear();
-    if (++pass_ == 0) {  // wrapped: no entry may look touched by this pass
-      for (auto& kv : index_) kv.second.pass = 0;
-      pass_ = 1;
-    }
-    const bool gc = settings_.tombstone_gc_threshold.has_value();
-    now_ = gc ? read_clock() : cdc_clock::time_point{};
-    if (gc && gc_head_ > gc_queue_.size() / 2) {  // compact the queue (moves only)
-      note_collected();
-      gc_queue_.erase(gc_queue_.begin(), gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_head_));
-      gc_head_ = 0;
-    }
-    const std::size_t gc_size = gc_queue_.size();
+    pass_ = cdc_next_pass(pass_, state.index);
+    const bool gc = stage.settings.tombstone_gc_threshold.has_value();
+    state.read_clock(stage.settings);
+    if (gc) state.compact_gc_queue(stage.changes);
+    const std::size_t gc_size = state.gc_queue.size();
     std::ptrdiff_t tomb_delta = 0;
     bool ties = false;  // some key's metrics need recounting
     superseded_.clear();
@@ -213,24 +142,25 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     due_writes_.clear();
     // The admit step, row by row inside the pass (R-CDC-5): its counts reach
     // `stats` only once the pass is through.
-    admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_, null_sequence_rule::cdc5};
+    admit_sequenced<K, S, P...> admit{checks, stage.key, stage.seq, stage.name,
+                                      null_sequence_rule::cdc5};
 
     // One change; false on a truncate. `e` is the key's entry when the
     // caller found it already (nullptr: look it up).
-    const auto step = [&](const change_type& r, std::size_t h, scd1_entry* e) -> bool {
+    const auto step = [&](const change_type& r, std::size_t h, entry* e) -> bool {
       std::optional<sequence_type> so = admit(r);
       if (!so) return true;  // dropped by an expectation
       const sequence_type& s = *so;
-      const op o = classify(r);
+      const op o = stage.classify(r);
       if (o == op::truncate) return false;
-      if (floor_ && s < *floor_) {  // below an earlier truncate
+      if (state.floor && s < *state.floor) {  // below an earlier truncate
         ++stats.ignored_late_rows;
         return true;
       }
       const probe p{&r, h};
       if (e == nullptr) {
-        auto it = index_.find(p);
-        if (it != index_.end()) e = &it->second;
+        auto it = state.index.find(p);
+        if (it != state.index.end()) e = &it->second;
       }
       undo_record* u;
       bool first = false;
@@ -241,7 +171,8 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
           return true;
         }
       } else {
-        const bool have = e != nullptr && !(e->row == no_row && expired(*e));
+        const bool have =
+            e != nullptr && !(e->row == cdc_no_row && state.expired(stage.settings, *e));
         if (have && s < e->seq) {
           ++stats.ignored_late_rows;
           return true;
@@ -250,17 +181,17 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
         first = true;
         const auto ri = static_cast<std::uint32_t>(undo_records_.size());
         if (e != nullptr) {
-          undo_records_.push_back({&r, *e, npos, true, have, e->row == no_row, false, false,
-                           npos, pass_log_entry::none, npos, npos});
+          undo_records_.push_back({&r, *e, npos, true, have, e->row == cdc_no_row, false, false,
+                                   npos, pass_log_entry::none, npos, npos});
         } else {
-          key_type k = key_(r);
-          undo_records_.push_back({&r, scd1_entry{}, npos, false, false, false, false, false,
-                           npos, pass_log_entry::none, npos, npos});
-          const std::uint64_t gen = index_.generation();
-          scd1_entry fresh{};
+          key_type k = stage.key(r);
+          undo_records_.push_back({&r, entry{}, npos, false, false, false, false, false, npos,
+                                   pass_log_entry::none, npos, npos});
+          const std::uint64_t gen = state.index.generation();
+          entry fresh{};
           fresh.seq = s;
-          e = &index_.emplace(std::move(k), std::move(fresh)).first->second;
-          if (index_.generation() != gen) {
+          e = &state.index.emplace(std::move(k), std::move(fresh)).first->second;
+          if (state.index.generation() != gen) {
             lookahead_entries_.fill(nullptr);  // rehashed: lookahead is stale
           }
         }
@@ -270,7 +201,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
       }
       const auto li = static_cast<std::uint32_t>(pass_log_.size());
       if (li == max_one_pass_rows) {
-        throw error(errc::invalid_argument, name_, "", "",
+        throw error(errc::invalid_argument, stage.name, "", "",
                     "a batch cannot hold more than 2^31-1 changes");
       }
       pass_log_.push_back({s, u->last_log, u->last_max, o == op::remove});
@@ -300,31 +231,31 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
       u->last_max = li;
       if (valid && !(e->seq < s)) {  // a tie: the later change wins (R-CDC-5)
         ++stats.tied_rows;
-        if (!first) --(e->row == no_row ? stats.deleted_rows : stats.upserted_rows);
+        if (!first) --(e->row == cdc_no_row ? stats.deleted_rows : stats.upserted_rows);
       }
       ++(o == op::remove ? stats.deleted_rows : stats.upserted_rows);
 
       e->seq = s;
       if (o == op::remove) {
         if (u->due != npos) due_writes_[u->due].change = nullptr;
-        if (e->row != no_row) {
+        if (e->row != cdc_no_row) {
           if (u->existed && e->row == u->old.row) {
             u->parked = true;  // erased once the pass has succeeded
           } else {
             store.erase(e->row);  // inserted by this pass
           }
-          e->row = no_row;
+          e->row = cdc_no_row;
         }
-        e->deleted_at = now_;
+        e->deleted_at = state.now;
         if (!u->tomb) ++tomb_delta;
         u->tomb = true;
         return true;
       }
-      if (e->row == no_row && u->parked) {  // deleted earlier in the pass: back
+      if (e->row == cdc_no_row && u->parked) {  // deleted earlier in the pass: back
         e->row = u->old.row;
         u->parked = false;
       }
-      if (e->row != no_row) {
+      if (e->row != cdc_no_row) {
         Target& t = store.get(e->row);
         if constexpr (write_last<Target>) {
           // A stored row's null made an empty string is logged for the undo
@@ -359,100 +290,60 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
 
     bool complete = true;
     try {
-      constexpr bool contiguous = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-      if constexpr (contiguous) {
-        // Read ahead: a row is prefetched 32 rows ahead, its key hashed and
-        // its index control bytes prefetched 16 ahead, the slot its lookup
-        // will compare prefetched 8 ahead (flat_index::prefetch_match), its
-        // entry found 4 ahead (lookahead_entries_[i % 4] is row i's entry, or null), and
-        // its undo record, or its target row (unless write_last: the pass
-        // does not read it), prefetched 2 ahead. (Without the slot stage
-        // the lookup 4 ahead stalls on the slot.)
-        constexpr std::size_t hash_ahead = 16, match_ahead = 8, find_ahead = 4, record_ahead = 2;
-        // (Even a small target is read ahead: the batch streams through
-        // the cache and evicts its index and rows between batches.)
-        const change_type* data = std::ranges::data(batch);
-        const auto n = static_cast<std::size_t>(std::ranges::size(batch));
-        std::array<std::size_t, hash_ahead> hashes{};
-        lookahead_entries_.fill(nullptr);
-        for (std::size_t i = 0; i < std::min(n, hash_ahead); ++i) {
-          hashes[i] = traits::hash(key_, data[i]);
-          index_.prefetch(probe{&data[i], hashes[i]});
+      const auto records_or_rows = [&](const entry& a) {
+        // (A key this pass touched already has its row cached; its later
+        // upserts are not written until the end anyway.)
+        if (a.pass == pass_) {
+          prefetch(&undo_records_[a.rec]);
+        } else if (!write_last<Target> && a.row != cdc_no_row) {
+          prefetch_row(store, a.row);
         }
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t h = hashes[i % hash_ahead];
-          scd1_entry* e = lookahead_entries_[i % find_ahead];
-          if (i + 2 * hash_ahead < n) prefetch_change(data[i + 2 * hash_ahead]);
-          if (i + record_ahead < n) {
-            // (A key this pass touched already has its row cached; its
-            // later upserts are not written until the end anyway.)
-            if (const scd1_entry* a = lookahead_entries_[(i + record_ahead) % find_ahead]) {
-              if (a->pass == pass_) {
-                prefetch(&undo_records_[a->rec]);
-              } else if (!write_last<Target> && a->row != no_row) {
-                prefetch_row(store, a->row);
-              }
-            }
-          }
-          if (i + find_ahead < n) {
-            const std::size_t j = i + find_ahead;
-            auto it = index_.find(probe{&data[j], hashes[j % hash_ahead]});
-            lookahead_entries_[j % find_ahead] = it == index_.end() ? nullptr : &it->second;
-          }
-          if (i + match_ahead < n) {
-            index_.prefetch_match(
-                probe{&data[i + match_ahead], hashes[(i + match_ahead) % hash_ahead]});
-          }
-          if (i + hash_ahead < n) {
-            const change_type& a = data[i + hash_ahead];
-            hashes[i % hash_ahead] = traits::hash(key_, a);
-            index_.prefetch(probe{&a, hashes[i % hash_ahead]});
-          }
-          if (!step(data[i], h, e)) {
-            complete = false;
-            break;
-          }
-        }
-      } else {
-        for (const change_type& r : batch) {
-          if (!step(r, traits::hash(key_, r), nullptr)) {
-            complete = false;
-            break;
-          }
-        }
-      }
+      };
+      const auto none = [](const entry&) noexcept {};
+      complete = stage.one_pass_over(batch, state.index, lookahead_entries_, step, none,
+                                     records_or_rows, none);
       if (complete) {
         if (!keys_with_superseded_.empty() && find_superseded_ties()) ties = true;
         if (ties) recount_ties(stats);
         if (gc) {
           for (const undo_record& u : undo_records_) {
-            if (u.tomb) gc_queue_.push_back({key_(*u.src), now_});
+            if (u.tomb) state.gc_queue.push_back({stage.key(*u.src), state.now});
           }
         }
-        if (changes_.tracking) {  // a checkpoint lists the keys changed
-          for (const undo_record& u : undo_records_) changes_.touched.push_back(key_(*u.src));
+        if (stage.changes.tracking) {  // a checkpoint lists the keys changed
+          for (const undo_record& u : undo_records_)
+            stage.changes.touched.push_back(stage.key(*u.src));
         }
         admit.finish(stats);
         write_due(store);  // last: with write_last, it cannot throw
       }
     } catch (...) {
-      undo_one_pass(store, ts, gc_size);
+      undo(stage, state, store, ts, gc_size);
       throw;
     }
     if (!complete) {
-      undo_one_pass(store, ts, gc_size);
+      undo(stage, state, store, ts, gc_size);
       return false;
     }
     // Commit: erase the parked rows; nothing here can fail.
     for (const undo_record& u : undo_records_) {
       if (u.parked) store.erase(u.old.row);
     }
-    tombstones_ = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(tombstones_) + tomb_delta);
-    if (gc) collect_tombstones();
+    state.tombstones =
+        static_cast<std::size_t>(static_cast<std::ptrdiff_t>(state.tombstones) + tomb_delta);
+    if (gc) state.collect_tombstones(stage.settings);
+    if (stage.scratch) {
+      stage.release_staging();
+      planned.release();
+    }
     return true;
   }
 
-  /// Writes each key's last pending upsert (see apply_one_pass). With
+  /// Frees the pass's scratch (as new, for a full refresh of the target).
+  void release() noexcept { *this = scd1_one_pass{}; }
+
+ private:
+  /// Writes each key's last pending upsert (see apply). With
   /// write_last the rows were prepared and this cannot throw; otherwise
   /// the stored rows' values are already aside.
   template <class Store>
@@ -463,7 +354,7 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     for (std::size_t i = 0; i < n; ++i) {
       if (i + ahead < n && due_writes_[i + ahead].change != nullptr) {
         prefetch_row(store, due_writes_[i + ahead].row);
-        prefetch_change(*due_writes_[i + ahead].change);
+        staging::prefetch_change(*due_writes_[i + ahead].change);
       }
       if (due_writes_[i].change != nullptr) {
         mapping<Target>::assign(store.get(due_writes_[i].row), *due_writes_[i].change);
@@ -471,27 +362,28 @@ class cdc_scd1 : public cdc_scd1_planned<K, S, Scd, Options...> {
     }
   }
 
-  /// Restores every key the pass touched (see apply_one_pass).
+  /// Restores every key the pass touched (see apply).
   template <class Store, class Target>
-  void undo_one_pass(Store& store, cdc_target_scratch<Target>& ts,
+  void undo(const staging& stage, scd1_state& state, Store& store, cdc_target_scratch<Target>& ts,
                      std::size_t gc_size) noexcept {
     for (const nulled_column& n : nulled_columns_) {
       mapping<Target>::reset_null(store.get(n.row), n.column);
     }
     nulled_columns_.clear();
     for (undo_record& u : undo_records_) {
-      auto it = index_.find(probe{u.src, traits::hash(key_, *u.src)});
-      if (it == index_.end()) continue;  // a new key whose entry was never made
-      scd1_entry& e = it->second;
-      if (e.row != no_row && !(u.existed && e.row == u.old.row)) store.erase(e.row);
+      auto it = state.index.find(probe{u.src, traits::hash(stage.key, *u.src)});
+      if (it == state.index.end()) continue;  // a new key whose entry was never made
+      entry& e = it->second;
+      if (e.row != cdc_no_row && !(u.existed && e.row == u.old.row)) store.erase(e.row);
       if (u.saved != npos) store.get(u.old.row) = std::move(ts.rows[u.saved]);
       if (u.existed) {
         e = std::move(u.old);
       } else {
-        index_.erase(it);
+        state.index.erase(it);
       }
     }
-    gc_queue_.erase(gc_queue_.begin() + static_cast<std::ptrdiff_t>(gc_size), gc_queue_.end());
+    state.gc_queue.erase(state.gc_queue.begin() + static_cast<std::ptrdiff_t>(gc_size),
+                         state.gc_queue.end());
     undo_records_.clear();
   }
 

@@ -1,4 +1,4 @@
-// flowlib/detail/cdc_batch.hpp
+// flowlib/flows/cdc/detail/batch.hpp
 //
 // The per-batch scratch of the change-feed flows: the batch's rows grouped by
 // key (each key's row indices, contiguous and in source order, once
@@ -27,8 +27,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
-#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -139,19 +137,7 @@ struct cdc_batch {
     grow_if_full();
     slot& it = find_slot(p);
     const auto i = static_cast<std::uint32_t>(used);
-    if (used < rows.size()) {
-      if constexpr (Move) {
-        rows[used] = std::move(r);
-      } else {
-        rows[used] = r;
-      }
-    } else {
-      if constexpr (Move) {
-        rows.push_back(std::move(r));
-      } else {
-        rows.push_back(r);
-      }
-    }
+    put_slot<Move>(rows, used, r);
     ++used;
     link(it, p, i);
     return i;
@@ -163,11 +149,7 @@ struct cdc_batch {
     grow_if_full();
     slot& it = find_slot(p);
     const auto i = static_cast<std::uint32_t>(used);
-    if (used < refs.size()) {
-      refs[used] = &r;
-    } else {
-      refs.push_back(&r);
-    }
+    put_slot(refs, used, &r);
     ++used;
     link(it, p, i);
     return i;
@@ -189,11 +171,7 @@ struct cdc_batch {
     } else {
       ++groups[g].count;
     }
-    if (i < group_of.size()) {
-      group_of[i] = g;
-    } else {
-      group_of.push_back(g);
-    }
+    put_slot(group_of, i, g);
   }
 
   /// Lays out the rows of every group contiguously in `members` (in source
@@ -250,36 +228,4 @@ struct cdc_batch {
     mask = cap - 1;
   }
 };
-
-/// Per-target scratch rows of a change-feed flow, created on the first
-/// apply() (the target's row type is known only there). Type-erased only
-/// at the flow level: one cast per batch, no virtual call per row.
-struct cdc_target_scratch_base {
-  virtual ~cdc_target_scratch_base() = default;
-};
-template <class Target>
-struct cdc_target_scratch final : cdc_target_scratch_base {
-  static_assert(std::is_default_constructible_v<Target>,
-                "flowlib::AutoCdc: the target row type must be default-constructible (the "
-                "flow builds target rows column by column).");
-  std::vector<Target> rows;  // slots kept across batches; [0, used) belong to this batch
-  std::size_t used = 0;
-  std::uint32_t alloc() {
-    if (used == rows.size()) rows.emplace_back();
-    return static_cast<std::uint32_t>(used++);
-  }
-  static const void* tag() noexcept {
-    static const char t = 0;
-    return &t;
-  }
-};
-
-/// Makes room for n elements in v, growing its capacity geometrically, so
-/// that vectors reserved batch after batch (before an all-or-nothing
-/// commit) are not reallocated to the exact size every time.
-template <class V>
-void cdc_reserve_grow(V& v, std::size_t n) {
-  if (n > v.capacity()) v.reserve(std::max(n, 2 * v.capacity()));
-}
-
 }  // namespace flowlib::detail

@@ -1,7 +1,7 @@
-// flowlib/flows/cdc/checkpoint.hpp
+// flowlib/flows/cdc/detail/checkpoint.hpp
 //
 // AUTO CDC's state in a checkpoint: the byte encoding of both engines'
-// state (SCD1: cdc/scd1.hpp, SCD2: cdc/scd2_state.hpp), as a whole
+// state (SCD1: scd1_state.hpp, SCD2: scd2_state.hpp), as a whole
 // (a snapshot) or as what the last batches changed (a delta), and its
 // restore. AutoCdc::write_checkpoint() and read_checkpoint() call it.
 // Internal.
@@ -26,7 +26,7 @@
 //     restore checks that the state refers to as many rows as the target
 //     holds, all below its id_bound(), and fails otherwise
 //     (errc::checkpoint_mismatch).
-//   - Tombstone deletion times are counts of CdcSettings::clock (steady_clock
+//   - Tombstone deletion times are counts of CdcOptions::clock (steady_clock
 //     by default, whose epoch is the boot): for GC to stay meaningful after
 //     a restart in a new process, use a clock that continues across
 //     processes (one derived from system time, say).
@@ -35,7 +35,8 @@
 //
 // Deltas are O(the batch): the engines record, only once checkpointing
 // began (the first write_checkpoint or read_checkpoint; before that apply()
-// records nothing), the keys a batch changed (cdc_change_log), and SCD1 the
+// records nothing), the keys a batch changed (cdc_change_log,
+// change_log.hpp), and SCD1 the
 // keys its tombstone GC examined. A delta writes each such key's current
 // entry, or that it has none. Keys a truncate removed are not listed: the
 // truncate floor is, and a restore removes what lies below it, as the
@@ -58,9 +59,10 @@
 
 #include <flowlib/checkpoint/store.hpp>
 #include <flowlib/detail/byte_codec.hpp>
-#include <flowlib/detail/cdc_columns.hpp>
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/flows/cdc/detail/change_log.hpp>
+#include <flowlib/flows/cdc/detail/option_traits.hpp>
 #include <flowlib/flows/cdc/options.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/storage/row_store.hpp>
@@ -78,38 +80,6 @@
 #include <vector>
 
 namespace flowlib::detail {
-
-/// What an AUTO CDC engine changed since its last write_checkpoint (see the
-/// header comment). Kept by cdc_staging; `mutable` there, since writing a
-/// checkpoint (a const operation of the flow) restarts it.
-template <class Key>
-struct cdc_change_log {
-  bool tracking = false;   // keys are recorded (checkpointing began)
-  bool untracked = false;  // the state changed while not tracking: next delta is whole
-  bool reset = false;      // the engine reset its state since the last write
-  std::vector<Key> touched;  // keys changed since the last write (may repeat)
-  std::size_t gc_from = 0;   // SCD1: GC queue entries [gc_from, head) were examined since
-
-  /// An apply is about to run.
-  void on_apply() noexcept {
-    if (!tracking) untracked = true;
-  }
-  /// The engine reset its state (a full refresh of the target).
-  void on_reset() noexcept {
-    reset = true;
-    touched.clear();
-    gc_from = 0;
-    if (!tracking) untracked = true;
-  }
-  /// A checkpoint was written (or read): changes are counted from here.
-  void restart(std::size_t gc_head) noexcept {
-    tracking = true;
-    untracked = false;
-    reset = false;
-    touched.clear();
-    gc_from = gc_head;
-  }
-};
 
 inline constexpr std::uint16_t cdc_checkpoint_version = 1;
 
@@ -166,16 +136,18 @@ struct cdc_column_codec {
   }
 };
 
-/// The checkpoint of an AUTO CDC engine (cdc_scd1 or cdc_scd2); a friend of
-/// the engine classes. See the header comment.
+/// The checkpoint of an AUTO CDC engine (cdc_flow's scd1_engine or
+/// scd2_engine); a friend of the engine classes. See the header comment.
 template <class Engine>
 struct cdc_checkpoint {
-  using opts = typename Engine::opts;
-  using key_type = typename Engine::key_type;
-  using sequence_type = typename Engine::sequence_type;
-  using change_type = typename Engine::change_type;
-  using index_type = typename Engine::index_type;
-  using entry = typename Engine::entry;
+  using flow = typename Engine::flow;
+  using state_type = typename Engine::state_type;
+  using opts = typename flow::opts;
+  using key_type = typename flow::key_type;
+  using sequence_type = typename flow::sequence_type;
+  using change_type = typename flow::change_type;
+  using index_type = typename state_type::index_type;
+  using entry = typename state_type::entry;
   static constexpr bool scd2 = opts::scd2;
   static constexpr char tag[4] = {'A', 'C', 'D', scd2 ? '2' : '1'};
   static constexpr row_id no_row = npos;
@@ -193,7 +165,7 @@ struct cdc_checkpoint {
   // ---- writing -------------------------------------------------------------------------
 
   static void write(const Engine& e, byte_writer& out, checkpoint_scope scope, bool once_done) {
-    auto& log = e.changes_;
+    auto& log = e.stage_.changes;
     const std::size_t start = out.out.size();
     const bool whole = scope == checkpoint_scope::snapshot || log.untracked;
     out.out.append(tag, 4);
@@ -203,19 +175,20 @@ struct cdc_checkpoint {
     out.integer<std::uint8_t>(once_done ? 1 : 0);
     std::size_t gc_head = 0;
     if constexpr (!scd2) {
-      gc_head = e.gc_head_;
-      byte_codec<std::optional<sequence_type>>::write(out, e.floor_);
+      gc_head = e.state_.gc_head;
+      byte_codec<std::optional<sequence_type>>::write(out, e.state_.floor);
     }
     if (whole) {
-      out.integer<std::uint64_t>(e.index_.size());
-      for (const auto& kv : e.index_) write_record(out, kv.first, &kv.second);
+      out.integer<std::uint64_t>(e.state_.index.size());
+      for (const auto& kv : e.state_.index) write_record(out, kv.first, &kv.second);
     } else {
       std::size_t n = log.touched.size();
-      if constexpr (!scd2) n += e.gc_head_ - log.gc_from;
+      if constexpr (!scd2) n += e.state_.gc_head - log.gc_from;
       out.integer<std::uint64_t>(n);
       for (const key_type& k : log.touched) write_key(e, out, k);
       if constexpr (!scd2) {
-        for (std::size_t i = log.gc_from; i < e.gc_head_; ++i) write_key(e, out, e.gc_queue_[i].first);
+        for (std::size_t i = log.gc_from; i < e.state_.gc_head; ++i)
+          write_key(e, out, e.state_.gc_queue[i].first);
       }
     }
     out.integer<std::uint64_t>(cdc_checksum(std::string_view(out.out).substr(start)));
@@ -223,8 +196,8 @@ struct cdc_checkpoint {
   }
 
   static void write_key(const Engine& e, byte_writer& out, const key_type& k) {
-    auto it = e.index_.find(k);
-    write_record(out, k, it == e.index_.end() ? nullptr : &it->second);
+    auto it = e.state_.index.find(k);
+    write_record(out, k, it == e.state_.index.end() ? nullptr : &it->second);
   }
 
   static void write_record(byte_writer& w, const key_type& k, const entry* en) {
@@ -235,11 +208,13 @@ struct cdc_checkpoint {
       byte_codec<sequence_type>::write(w, en->seq);
       w.integer<std::uint32_t>(en->row);
       if (en->row == no_row) {
-        w.integer<std::int64_t>(static_cast<std::int64_t>(en->deleted_at.time_since_epoch().count()));
+        w.integer<std::int64_t>(
+            static_cast<std::int64_t>(en->deleted_at.time_since_epoch().count()));
       }
-      if constexpr (Engine::ignore_active) {
+      if constexpr (state_type::ignore_active) {
         byte_codec<std::optional<sequence_type>>::write(w, en->ign.since);
-        for (const auto& cs : en->ign.colseq) byte_codec<std::optional<sequence_type>>::write(w, cs);
+        for (const auto& cs : en->ign.colseq)
+          byte_codec<std::optional<sequence_type>>::write(w, cs);
       }
     } else {
       w.integer<std::uint32_t>(static_cast<std::uint32_t>(en->versions.size()));
@@ -247,7 +222,7 @@ struct cdc_checkpoint {
       w.integer<std::uint32_t>(static_cast<std::uint32_t>(en->history.size()));
       for (const auto& ev : en->history) {
         byte_codec<sequence_type>::write(w, ev.seq);
-        if constexpr (Engine::compact_history) {
+        if constexpr (state_type::compact_history) {
           w.integer<std::uint8_t>(ev.remove ? 1 : 0);
           w.integer<std::uint32_t>(ev.version);
         } else {
@@ -278,10 +253,11 @@ struct cdc_checkpoint {
                    std::string_view kind) {
     if constexpr (!scd2) {
       static_assert(std::is_default_constructible_v<sequence_type>);
-    } else if constexpr (!Engine::compact_history) {
-      static_assert(std::is_default_constructible_v<change_type>,
-                    "flowlib::AutoCdc checkpoints (SCD2): the change row type must be "
-                    "default-constructible (kept changes are rebuilt from their selected columns).");
+    } else if constexpr (!state_type::compact_history) {
+      static_assert(
+          std::is_default_constructible_v<change_type>,
+          "flowlib::AutoCdc checkpoints (SCD2): the change row type must be "
+          "default-constructible (kept changes are rebuilt from their selected columns).");
     }
     image img{fresh_index(e), {}, false};
     if (blobs.snapshot) decode(e, img, *blobs.snapshot, checkpoint_scope::snapshot);
@@ -290,7 +266,7 @@ struct cdc_checkpoint {
     check_rows(e, img, store, target.name());
     std::vector<std::pair<key_type, flowlib::cdc_clock::time_point>> queue;
     if constexpr (!scd2) {
-      if (e.settings_.tombstone_gc_threshold) {
+      if (e.stage_.settings.tombstone_gc_threshold) {
         for (const auto& kv : img.index) {
           if (kv.second.row == no_row) queue.emplace_back(kv.first, kv.second.deleted_at);
         }
@@ -298,28 +274,28 @@ struct cdc_checkpoint {
                          [](const auto& a, const auto& b) { return a.second < b.second; });
       }
     }
-    binding.claim(target, kind, e.name_, /*exclusive=*/true);  // the last fallible step
+    binding.claim(target, kind, e.stage_.name, /*exclusive=*/true);  // the last fallible step
     // Swap in (nothing below can fail).
     e.reset_state();
-    e.index_ = std::move(img.index);
+    e.state_.index = std::move(img.index);
     if constexpr (!scd2) {
-      e.floor_ = std::move(img.floor);
+      e.state_.floor = std::move(img.floor);
       std::size_t tombs = 0;
-      for (const auto& kv : e.index_) tombs += kv.second.row == no_row ? 1 : 0;
-      e.tombstones_ = tombs;
-      e.gc_queue_ = std::move(queue);
-      e.gc_head_ = 0;
+      for (const auto& kv : e.state_.index) tombs += kv.second.row == no_row ? 1 : 0;
+      e.state_.tombstones = tombs;
+      e.state_.gc_queue = std::move(queue);
+      e.state_.gc_head = 0;
     }
     binding.restore_once(img.once_done);
-    e.changes_.restart(0);
+    e.stage_.changes.restart(0);
   }
 
   static index_type fresh_index(const Engine& e) {
-    return index_type{0, typename index_type::hasher{}, typename index_type::key_equal{e.key_}};
+    return e.stage_.template empty_index<index_type>();
   }
 
   static void decode(const Engine& e, image& img, std::string_view blob, checkpoint_scope expect) {
-    byte_reader r{blob, 0, e.name_, "; the flow's state was left as it was",
+    byte_reader r{blob, 0, e.stage_.name, "; the flow's state was left as it was",
                   errc::checkpoint_corrupt};
     r.need(4);
     if (std::memcmp(blob.data(), tag, 4) != 0) {
@@ -336,7 +312,7 @@ struct cdc_checkpoint {
     }
     const std::size_t body_end = blob.size() - 8;
     {
-      byte_reader c{blob, body_end, e.name_, r.suffix, r.code};
+      byte_reader c{blob, body_end, e.stage_.name, r.suffix, r.code};
       if (c.integer<std::uint64_t>() != cdc_checksum(blob.substr(0, body_end))) {
         r.fail("the checksum does not match (the data is damaged)");
       }
@@ -392,10 +368,10 @@ struct cdc_checkpoint {
       en.seq = byte_codec<sequence_type>::read(r);
       en.row = r.integer<std::uint32_t>();
       if (en.row == no_row) {
-        en.deleted_at = flowlib::cdc_clock::time_point(
-            flowlib::cdc_clock::duration(static_cast<flowlib::cdc_clock::rep>(r.integer<std::int64_t>())));
+        en.deleted_at = flowlib::cdc_clock::time_point(flowlib::cdc_clock::duration(
+            static_cast<flowlib::cdc_clock::rep>(r.integer<std::int64_t>())));
       }
-      if constexpr (Engine::ignore_active) {
+      if constexpr (state_type::ignore_active) {
         en.ign.since = byte_codec<std::optional<sequence_type>>::read(r);
         for (auto& cs : en.ign.colseq) cs = byte_codec<std::optional<sequence_type>>::read(r);
       }
@@ -408,7 +384,7 @@ struct cdc_checkpoint {
       const auto ne = r.integer<std::uint32_t>();
       for (std::uint32_t x = 0; x < ne; ++x) {
         sequence_type s = byte_codec<sequence_type>::read(r);
-        if constexpr (Engine::compact_history) {
+        if constexpr (state_type::compact_history) {
           const bool remove = read_flag(r);
           const auto version = r.integer<std::uint32_t>();
           if (!remove && version >= nv) r.fail("a kept change refers to a version the key lacks");
@@ -442,7 +418,7 @@ struct cdc_checkpoint {
   }
 
   /// SCD1: what a truncate at `f` did to the entries a delta does not list
-  /// (R-CDC-3; with ignore_null_updates, cdc_scd1_planned::plan_truncate_ignored):
+  /// (R-CDC-3; with ignore_null_updates, scd1_planned::plan_truncate_ignored):
   /// entries below it go; the others lose the values columns ignoring nulls
   /// kept from below it. (The listed entries are already as it left them.)
   static void apply_floor(image& img, const sequence_type& f) {
@@ -451,14 +427,9 @@ struct cdc_checkpoint {
         img.index.erase(it++);
         continue;
       }
-      if constexpr (Engine::ignore_active) {
+      if constexpr (state_type::ignore_active) {
         entry& en = it->second;
-        if (en.row != no_row && Engine::kept_below(en, f)) {
-          if (!en.ign.since || *en.ign.since < f) en.ign.since = f;
-          for (auto& cs : en.ign.colseq) {
-            if (cs && *cs < f) cs.reset();
-          }
-        }
+        if (en.row != no_row && state_type::kept_below(en, f)) state_type::clear_below(en, f);
       }
       ++it;
     }
@@ -482,7 +453,7 @@ struct cdc_checkpoint {
       }
     }
     if (!in_range || rows != store.size()) {
-      throw error(errc::checkpoint_mismatch, e.name_, "", "",
+      throw error(errc::checkpoint_mismatch, e.stage_.name, "", "",
                   "cannot restore the state: it refers to " + std::to_string(rows) +
                       " rows, and table '" + std::string(table) + "' holds " +
                       std::to_string(store.size()) +
