@@ -216,8 +216,7 @@ class EventLog {
 
   /// @brief Writes an update_progress event.
   void update_progress(const update_progress_event& e) {
-    detail::json_writer w;
-    begin(w, e.timestamp, e.pipeline, e.update_id, "update_progress");
+    detail::json_writer w = begin(e, "update_progress");
     w.key("state").value(to_string(e.state));
     if (e.state == update_state::completed) {
       w.key("details").begin_object();
@@ -228,14 +227,12 @@ class EventLog {
     } else if (e.state == update_state::failed) {
       write_error(w, e.error);
     }
-    w.end_object();
-    emit(w.take());
+    end(w);
   }
 
   /// @brief Writes a flow_progress event.
   void flow_progress(const flow_progress_event& e) {
-    detail::json_writer w;
-    begin(w, e.timestamp, e.pipeline, e.update_id, "flow_progress");
+    detail::json_writer w = begin(e, "flow_progress");
     w.key("flow").value(e.flow);
     w.key("target").value_or_null(e.target.empty() ? std::nullopt
                                                    : std::optional<std::string_view>(e.target));
@@ -268,19 +265,16 @@ class EventLog {
     w.end_array();
     w.end_object();
     if (e.status == flow_status::failed || !e.error.code.empty()) write_error(w, e.error);
-    w.end_object();
-    emit(w.take());
+    end(w);
   }
 
   /// @brief Writes a planning_information event.
   void planning_information(const planning_information_event& e) {
-    detail::json_writer w;
-    begin(w, e.timestamp, e.pipeline, e.update_id, "planning_information");
+    detail::json_writer w = begin(e, "planning_information");
     w.key("flow").value(e.flow);
     w.key("technique").value(e.technique);
     w.key("reason").value_or_null(e.reason);
-    w.end_object();
-    emit(w.take());
+    end(w);
   }
 
   /// @brief Events written so far by this object (a failed write is not
@@ -302,14 +296,21 @@ class EventLog {
     std::atomic<std::uint64_t> written{0};
   };
 
-  static void begin(detail::json_writer& w, std::chrono::system_clock::time_point t,
-                    const std::string& pipeline, std::uint64_t update_id,
-                    std::string_view event_type) {
+  // An event's line: its object opened with the fields every event has...
+  template <class Event>
+  static detail::json_writer begin(const Event& e, std::string_view event_type) {
+    detail::json_writer w;
     w.begin_object();
-    w.key("timestamp").value(detail::rfc3339_utc_ms(t));
-    w.key("pipeline").value(pipeline);
-    w.key("update_id").value(update_id);
+    w.key("timestamp").value(detail::rfc3339_utc_ms(e.timestamp));
+    w.key("pipeline").value(e.pipeline);
+    w.key("update_id").value(e.update_id);
     w.key("event_type").value(event_type);
+    return w;
+  }
+  // ...and closed and written.
+  void end(detail::json_writer& w) {
+    w.end_object();
+    emit(w.take());
   }
 
   static void write_error(detail::json_writer& w, const event_error& e) {

@@ -245,6 +245,13 @@ class bound {
     using detail::op;
     if (detail::row_independent(n)) return fold_point(n);
     node_t b;
+    // A node of `o` over the two compiled operands.
+    const auto binary = [&](detail::bop o) {
+      b.o = o;
+      b.a = compile(*n.kids[0]);
+      b.b = compile(*n.kids[1]);
+      return push(b);
+    };
     switch (n.o) {
       case op::column: {
         b.o = detail::bop::column;
@@ -253,11 +260,7 @@ class bound {
       }
       case op::rand: b.o = detail::bop::rand; return push(b);
       case op::add:
-      case op::sub:
-        b.o = n.o == op::add ? detail::bop::add : detail::bop::sub;
-        b.a = compile(*n.kids[0]);
-        b.b = compile(*n.kids[1]);
-        return push(b);
+      case op::sub: return binary(n.o == op::add ? detail::bop::add : detail::bop::sub);
       case op::eq:
       case op::ne:
       case op::lt:
@@ -279,11 +282,8 @@ class bound {
           b.slot = nodes_[fold_point(*k)].slot;
           return push(b);
         }
-        b.o = detail::bop::cmp;
         b.cmp = static_cast<std::uint8_t>(detail::cmp_index(n.o));
-        b.a = compile(*n.kids[0]);
-        b.b = compile(*n.kids[1]);
-        return push(b);
+        return binary(detail::bop::cmp);
       }
       case op::between:
         // `column BETWEEN k1 AND k2` is exactly `column >= k1 AND column <= k2`
@@ -327,11 +327,7 @@ class bound {
       }
       case op::is_null: b.o = detail::bop::is_null; b.a = compile(*n.kids[0]); return push(b);
       case op::and_:
-      case op::or_:
-        b.o = n.o == op::and_ ? detail::bop::and_ : detail::bop::or_;
-        b.a = compile(*n.kids[0]);
-        b.b = compile(*n.kids[1]);
-        return push(b);
+      case op::or_: return binary(n.o == op::and_ ? detail::bop::and_ : detail::bop::or_);
       case op::not_: b.o = detail::bop::not_; b.a = compile(*n.kids[0]); return push(b);
       default: return fold_point(n);  // unreachable: leaves are row-independent
     }

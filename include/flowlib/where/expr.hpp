@@ -155,19 +155,17 @@ inline void print(const node& n, int need, std::string& s) {
     case op::rand: s += "rand()"; break;
     case op::add:
     case op::sub:
-      print(*n.kids[0], 5, s);
-      s += op_text(n.o);
-      print(*n.kids[1], 6, s);
-      break;
     case op::eq:
     case op::ne:
     case op::lt:
     case op::le:
     case op::gt:
     case op::ge:
+      // A binary operator. + and - associate to the left: a right operand
+      // of their own level keeps its parentheses (a - (b - c)).
       print(*n.kids[0], 5, s);
       s += op_text(n.o);
-      print(*n.kids[1], 5, s);
+      print(*n.kids[1], n.o == op::add || n.o == op::sub ? 6 : 5, s);
       break;
     case op::between:
       print(*n.kids[0], 5, s);
