@@ -121,14 +121,22 @@ struct ReplaceWherePlan {
 /// flow: a REPLACE WHERE flow writing the table keeps them until an update's
 /// predicate covers them, and an update whose window holds one of them is a
 /// complete recompute (EXTERNAL_CHANGE_IN_REPLACE_WINDOW). All or nothing.
+/// On SqliteStorage the rows are written to the database at once, in a
+/// transaction of their own, so they survive a restart; the table must be
+/// attached already (its pipeline has run an update), and the call is
+/// refused during a batch of that pipeline (errc::invalid_argument).
 template <class Table, std::ranges::input_range R>
 void dml_insert(Table& table, R&& rows) {
   using Row = typename Table::row_type;
   std::vector<Row> copy;
   for (auto&& r : rows) copy.push_back(Row(std::forward<decltype(r)>(r)));
   auto& store = table.store();
-  store.reserve(copy.size());
-  for (auto& r : copy) store.insert(std::move(r));
+  if constexpr (requires { store.insert_durably(copy, table.name()); }) {
+    store.insert_durably(copy, table.name());  // a durable store writes them through at once
+  } else {
+    store.reserve(copy.size());
+    for (auto& r : copy) store.insert(std::move(r));
+  }
 }
 
 /// @brief REPLACE WHERE P. See the header comment. `Pred` is the predicate's

@@ -55,9 +55,11 @@
 // then rolls back the transaction and the memory journal together.
 //
 // Changes made to an attached store outside a pipeline batch are written
-// only after a clear() (the next write rewrites the table); otherwise write
-// to a durable table through a pipeline. An attached store keeps the
-// database connection open until it is destroyed or detached.
+// only after a clear() (the next write rewrites the table), except direct
+// inserts (flowlib::dml_insert, insert_durably()), which are written at
+// once in a transaction of their own; otherwise write to a durable table
+// through a pipeline. An attached store keeps the database connection open
+// until it is destroyed or detached.
 #pragma once
 
 #include <flowlib/checkpoint/sqlite.hpp>
@@ -244,6 +246,27 @@ class sqlite_table_sql {
   bool attached() const noexcept { return db_ != nullptr; }
   void cleared() noexcept { cleared_ = true; }
 
+  /// Runs `write` in a transaction of its own and commits it; on an error
+  /// rolls it back and rethrows. Refused (errc::invalid_argument) while a
+  /// transaction is open on the connection: a pipeline's batch is running.
+  template <class Write>
+  void in_transaction(Write&& write) {
+    if (db_->in_transaction()) {
+      throw error(errc::invalid_argument, table_, "", "",
+                  "a direct write to durable table '" + table_ +
+                      "' while a batch of its pipeline is open; write between updates");
+    }
+    const std::string what = "writing table '" + table_ + "' in " + describe_;
+    db_->exec("BEGIN IMMEDIATE", errc::storage_io, table_, what);
+    try {
+      write();
+      db_->exec("COMMIT", errc::storage_io, table_, what);
+    } catch (...) {
+      db_->rollback_quietly();
+      throw;
+    }
+  }
+
   /// Starts writing a batch's changes: with `clear` pending, every row of
   /// the SQL table is deleted first. Returns what errors say is being done.
   std::string begin_write() {
@@ -424,6 +447,37 @@ class sqlite_row_store : public memory_row_store<Row> {
     log_ = &log;
     sql_.attach(std::move(db), table, std::move(describe), std::move(row_cols), std::move(log_cols),
                 static_cast<std::uint64_t>(base::id_bound()), log.begin_offset(), log.end_offset());
+  }
+
+  /// Inserts `rows` outside any pipeline batch (flowlib::dml_insert) and
+  /// writes them to the database in a transaction of their own: all or
+  /// nothing, in memory and in the file. `table` is the table's name, for
+  /// errors. The store must be attached (its pipeline attaches it when it
+  /// opens, at its first update): rows inserted before would be replaced by
+  /// the database's at attach, so that is errc::invalid_argument, as is a
+  /// call while a journal is open (a batch writing this table). Throws
+  /// errc::storage_io when the write fails; nothing has changed then.
+  void insert_durably(std::vector<Row>& rows, std::string_view table) {
+    if (!sql_.attached()) {
+      throw error(errc::invalid_argument, std::string(table), "", "",
+                  "a direct insert into a SqliteStorage table not attached to its database yet: "
+                  "its pipeline attaches it when it opens (at the first update), and loads the "
+                  "database's rows in place of what the table held; insert after that");
+    }
+    if (this->journaling()) {
+      throw error(errc::invalid_argument, std::string(table), "", "",
+                  "a direct insert while a batch writing this table is open; insert between updates");
+    }
+    base::begin_journal();
+    try {
+      base::reserve(rows.size());
+      for (Row& r : rows) base::insert(std::move(r));
+      sql_.in_transaction([&] { write_changes(); });
+    } catch (...) {
+      rollback_journal();
+      throw;
+    }
+    commit_journal();
   }
 
   /// Detaches the store: it keeps its rows in memory and writes nothing.

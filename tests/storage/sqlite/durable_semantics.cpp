@@ -11,8 +11,10 @@
 // each other, and an update after the last batch must find nothing to do
 // (R-EXACT-2). Randomised over several seeds and batch splits. A REPLACE
 // WHERE target on SqliteStorage is reopened from the file and compared with
-// a memory run (R-DURABLE-1, R-WHERE-1, R-WHERE-7).
+// a memory run (R-DURABLE-1, R-WHERE-1, R-WHERE-7), and rows inserted into
+// it directly are written at once and found after a restart (R-WHERE-5).
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include <flowlib/checkpoint/memory.hpp>
 #include <flowlib/checkpoint/sqlite.hpp>
@@ -635,6 +637,90 @@ TEST_CASE("R-DURABLE-1, R-WHERE-1, R-WHERE-7: a REPLACE WHERE target on SqliteSt
     CHECK(techniques_of(events) == std::vector<std::string>{"INCREMENTAL"});
   }
   CHECK(stored_totals(path, "totals") == memory_after_three);
+}
+
+TEST_CASE("R-WHERE-5, R-DURABLE-1: a direct insert into a SqliteStorage target is written at once, all or nothing, and is there after a restart") {
+  const flowtest::temp_db db{"flowlib_dml"};
+  const std::string& path = db.path;
+  const DayTotal old_day{sale_day(-30), 9, 99};   // outside every window of the updates below
+  const DayTotal in_window{sale_day(3), 100, 100};
+  const auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const fl::error& e) {
+      return e.code();
+    }
+    return fl::errc{};
+  };
+  {
+    fl::SqliteOptions o;
+    o.synchronous = fl::SqliteSync::off;
+    o.busy_timeout_ms = 20;
+    fl::SqliteCheckpoint ck{path, o};
+    fl::MemorySource<Sale> sales{"sales"};
+    fl::StreamingTable<DayTotal, fl::SqliteStorage> totals{"totals"};
+    fl::Pipeline p{"sales", ck};
+    declare_totals(p, sales, totals);
+    // Not attached before the pipeline's first update: the database's rows
+    // would replace it when the pipeline opens, so it is refused.
+    CHECK(code_of([&] { fl::dml_insert(totals, std::vector<DayTotal>{old_day}); }) ==
+          fl::errc::invalid_argument);
+    CHECK(totals.empty());
+    for (int n = 1; n <= 2; ++n) {
+      sales.append(sales_before(n));
+      p.update(at_noon(n));
+    }
+    const auto committed = totals.sorted_rows();
+    // Another connection holds the write lock: the insert fails as a whole.
+    sqlite3* other = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    CHECK(code_of([&] { fl::dml_insert(totals, std::vector<DayTotal>{old_day}); }) ==
+          fl::errc::storage_io);
+    CHECK(totals.sorted_rows() == committed);
+    REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(other);
+    CHECK(stored_totals(path, "totals") == committed);
+    // Then it is written at once, before any further update.
+    fl::dml_insert(totals, std::vector<DayTotal>{old_day});
+    auto with_old = committed;
+    with_old.insert(with_old.begin(), old_day);
+    CHECK(totals.sorted_rows() == with_old);
+    CHECK(stored_totals(path, "totals") == with_old);
+    // The failed attempt left nothing behind: the next update commits.
+    sales.append(sales_before(3));
+    p.update(at_noon(3));
+  }
+  // A new program over the same file: the inserted row is there, and the
+  // flow's restored state still sees the table as the first program left it.
+  std::vector<std::string> events;
+  {
+    fl::SqliteCheckpoint ck{path, {.synchronous = fl::SqliteSync::off}};
+    fl::MemorySource<Sale> sales{"sales"};
+    for (int n = 1; n <= 3; ++n) sales.append(sales_before(n));
+    fl::StreamingTable<DayTotal, fl::SqliteStorage> totals{"totals"};
+    fl::EventLog log{[&](std::string_view line) { events.emplace_back(line); }};
+    fl::Pipeline p{"sales", ck};
+    p.event_log(log);
+    declare_totals(p, sales, totals);
+    p.update(at_noon(3));  // nothing new: opens the pipeline, loads the table
+    const auto rows = totals.sorted_rows();
+    REQUIRE(!rows.empty());
+    CHECK(rows.front() == old_day);
+    // A direct insert inside the next window: that update recomputes the
+    // window (R-WHERE-5), which replaces the inserted row.
+    fl::dml_insert(totals, std::vector<DayTotal>{in_window});
+    CHECK(stored_totals(path, "totals").size() == rows.size() + 1);
+    sales.append(std::vector<Sale>{{sale_day(4), 10, 4}});
+    p.update(at_noon(4));
+    const auto after = totals.sorted_rows();
+    CHECK(after.front() == old_day);
+    CHECK(std::count(after.begin(), after.end(), in_window) == 0);
+    CHECK(std::count_if(after.begin(), after.end(), [](const DayTotal& t) { return t.day == sale_day(3); }) == 1);
+    CHECK(stored_totals(path, "totals") == after);
+  }
+  REQUIRE(!techniques_of(events).empty());
+  CHECK(techniques_of(events).back() == "COMPLETE_RECOMPUTE");
 }
 
 }  // namespace storage_sqlite_durable_semantics
