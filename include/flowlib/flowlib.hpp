@@ -28,6 +28,8 @@
 #include <flowlib/source/position.hpp>
 #include <flowlib/source/snapshot.hpp>
 #include <flowlib/source/table.hpp>
+#include <flowlib/source/union.hpp>
+#include <flowlib/stage.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/stream.hpp>
 #include <flowlib/storage/memory.hpp>

@@ -54,6 +54,8 @@ struct FlowRowCounts {
   std::uint64_t quarantined_rows = 0;   ///< moved to quarantine tables
   std::uint64_t deduplicated_rows = 0;  ///< duplicates removed by the flow's dedup operators
   std::uint64_t late_rows = 0;          ///< late rows removed by the flow's dedup operators
+  std::uint64_t filtered_rows = 0;      ///< removed by the flow's filter() stages
+  std::uint64_t unmatched_rows = 0;     ///< removed by inner lookup() stages: no dimension row
 
   FlowRowCounts& operator+=(const FlowRowCounts& o) noexcept {
     input_rows += o.input_rows;
@@ -64,9 +66,20 @@ struct FlowRowCounts {
     quarantined_rows += o.quarantined_rows;
     deduplicated_rows += o.deduplicated_rows;
     late_rows += o.late_rows;
+    filtered_rows += o.filtered_rows;
+    unmatched_rows += o.unmatched_rows;
     return *this;
   }
   friend bool operator==(const FlowRowCounts&, const FlowRowCounts&) = default;
+};
+
+/// @brief The rows into and out of one stage of a pipeline flow in one
+/// micro-batch (the event log's `stages`), in declaration order.
+struct StageMetrics {
+  std::string stage;             ///< "MAP", "FILTER", "FLAT_MAP", "VIEW", "LOOKUP", "DEDUP", "QUARANTINE"
+  std::uint64_t input_rows = 0;  ///< rows the stage received
+  std::uint64_t output_rows = 0; ///< rows it passed on
+  friend bool operator==(const StageMetrics&, const StageMetrics&) = default;
 };
 
 /// @brief What one apply() of a flow did to its target.

@@ -1,6 +1,6 @@
 // A flow policy takes the rows of its source: REPLACE USING its Key/Seq row
 // type (here a source of another row type).
-// expect-error: the flow policy does not take the source's rows
+// expect-error: the flow policy does not take the rows
 #include "shared/row.hpp"
 
 int main() {

@@ -356,10 +356,12 @@ TEST_CASE("event log: flow_progress writes every field, metrics and expectations
       .duration_ms = 12.625,
       .metrics = {.input_rows = 1, .output_rows = 2, .upserted_rows = 3,
                   .deleted_rows = 4, .dropped_rows = 5, .quarantined_rows = 6,
-                  .deduplicated_rows = 7, .late_rows = 8},
+                  .deduplicated_rows = 7, .late_rows = 8, .filtered_rows = 9,
+                  .unmatched_rows = 10},
       .expectations = {{"valid_id", fl::on_violation::warn, 10, 1},
                        {"positive", fl::on_violation::drop, 9, 2},
                        {"has_key", fl::on_violation::fail, 11, 0}},
+      .stages = {{"MAP", 30, 30}, {"FILTER", 30, 21}},
       .error = {}};
   c.log.flow_progress(e);
   json j = c.last();
@@ -377,14 +379,18 @@ TEST_CASE("event log: flow_progress writes every field, metrics and expectations
   CHECK(j.at("metrics") == json{{"num_input_rows", 1},       {"num_output_rows", 2},
                                 {"num_upserted_rows", 3},    {"num_deleted_rows", 4},
                                 {"num_dropped_rows", 5},     {"num_quarantined_rows", 6},
-                                {"num_deduplicated_rows", 7}, {"num_late_rows", 8}});
+                                {"num_deduplicated_rows", 7}, {"num_late_rows", 8},
+                                {"num_filtered_rows", 9},    {"num_unmatched_rows", 10}});
+  CHECK(j.at("stages") == json::parse(R"([
+          {"stage":"MAP","num_input_rows":30,"num_output_rows":30},
+          {"stage":"FILTER","num_input_rows":30,"num_output_rows":21}])"));
   CHECK(j.at("data_quality") ==
         json::parse(R"({"expectations":[
           {"name":"valid_id","action":"warn","passed_records":10,"failed_records":1},
           {"name":"positive","action":"drop","passed_records":9,"failed_records":2},
           {"name":"has_key","action":"fail","passed_records":11,"failed_records":0}]})"));
   CHECK(!j.contains("error"));
-  CHECK(j.size() == 13);
+  CHECK(j.size() == 14);
 
   // A foreach-batch sink has no target: null. Skipped, no expectations.
   e.target.clear();

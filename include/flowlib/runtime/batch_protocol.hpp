@@ -303,6 +303,7 @@ class batch_protocol {
     ev.metrics = out.counts();
     if (!committed) ev.metrics.input_rows = r.rows_read();
     ev.expectations = out.stats.expectations;
+    ev.stages = out.stages;
     if (e != nullptr) set_error(ev, e);
     events_->flow_progress(ev);
   }

@@ -115,6 +115,7 @@ struct flow_progress_event {
   double duration_ms = 0;
   flow_metrics metrics{};
   std::vector<ExpectationMetrics> expectations{};  ///< written as data_quality.expectations
+  std::vector<StageMetrics> stages{};  ///< rows into and out of each stage, in order
   /// Written when status == failed, and on a completed batch whose commit
   /// was followed by a reported failure (code non-empty).
   event_error error{};
@@ -251,7 +252,18 @@ class EventLog {
     w.key("num_quarantined_rows").value(m.quarantined_rows);
     w.key("num_deduplicated_rows").value(m.deduplicated_rows);
     w.key("num_late_rows").value(m.late_rows);
+    w.key("num_filtered_rows").value(m.filtered_rows);
+    w.key("num_unmatched_rows").value(m.unmatched_rows);
     w.end_object();
+    w.key("stages").begin_array();
+    for (const auto& st : e.stages) {
+      w.begin_object();
+      w.key("stage").value(st.stage);
+      w.key("num_input_rows").value(st.input_rows);
+      w.key("num_output_rows").value(st.output_rows);
+      w.end_object();
+    }
+    w.end_array();
     w.key("data_quality").begin_object();
     w.key("expectations").begin_array();
     for (const auto& x : e.expectations) {

@@ -29,15 +29,21 @@
 #include <flowlib/flows/replace_where.hpp>
 #include <flowlib/flows/where/detail/pipeline_flow.hpp>
 #include <flowlib/quarantine.hpp>
+#include <flowlib/runtime/lookup.hpp>
 #include <flowlib/runtime/runner.hpp>
 #include <flowlib/runtime/stages.hpp>
+#include <flowlib/schema.hpp>
 #include <flowlib/sink/foreach_batch.hpp>
 #include <flowlib/source/position.hpp>
 #include <flowlib/source/table.hpp>
+#include <flowlib/source/union.hpp>
+#include <flowlib/stage.hpp>
 #include <flowlib/table.hpp>
 
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
@@ -71,11 +77,6 @@ class flow_registry {
  protected:
   ~flow_registry() = default;
 };
-
-template <class T>
-struct is_table_source : std::false_type {};
-template <class T>
-struct is_table_source<TableSource<T>> : std::true_type {};
 
 /// Whether a flow policy takes batches of Row into Table (the flow
 /// contract's rule 2).
@@ -148,7 +149,7 @@ class replace_where_query_builder {
     using Policy = replace_where_policy<Query, Sources...>;
     using R = typed_flow_runner<replace_where_updates, Table, Policy, NoExpectations>;
     auto runner = std::make_unique<R>(name_, *updates, &table, Policy(shared, std::move(query_), sources_),
-                                      NoExpectations{}, std::tuple<>{}, nullptr);
+                                      NoExpectations{}, std::tuple<>{});
     p_->keep_alive(std::move(updates));
     p_->add_flow(std::move(runner), &table, table.name(), is_managed_table_v<Table>, Policy::kind,
                  /*exclusive=*/true);
@@ -208,30 +209,167 @@ class replace_where_builder {
 };
 
 
+/// Whether a table's storage writes through to a database (SqliteStorage).
+template <class Table>
+constexpr bool durable_table() {
+  if constexpr (requires { Table::store_type::durable; }) return Table::store_type::durable; else return false;
+}
+
+/// Whether R is an input range (std or range-v3): what flat_map's function
+/// returns.
+template <class R>
+concept any_input_range = std::ranges::input_range<R> || ranges::input_range<R>;
+
 template <class Source, bool Import, class Checks, class... Stages>
 class flow_builder {
  public:
-  using row_type = typename Source::row_type;
+  /// The rows at this point of the declaration: the last stage's output,
+  /// or the source's rows.
+  using row_type = stages_output_t<typename Source::row_type, Stages...>;
 
-  flow_builder(flow_registry& p, std::string name, Source* source, const void* source_table,
-               Checks checks, std::tuple<Stages...> stages, std::size_t limit,
-               const checkpoint_store* import_from, std::string import_flow)
+  flow_builder(flow_registry& p, std::string name, Source* source, Checks checks,
+               std::tuple<Stages...> stages, std::size_t limit, const checkpoint_store* import_from,
+               std::string import_flow)
       : p_(&p),
         name_(std::move(name)),
         source_(source),
-        source_table_(source_table),
         checks_(std::move(checks)),
         stages_(std::move(stages)),
         limit_(limit),
         import_from_(import_from),
         import_flow_(std::move(import_flow)) {}
 
+  /// One more source of the same row type (R-STAGE-4): the flow reads the
+  /// union of its sources, each one's positions recorded in the checkpoint.
+  /// Sources come before the stages.
+  template <class S>
+  auto from(S&& source) && {
+    using More = std::remove_cvref_t<S>;
+    static_assert(flowlib::source<More>,
+                  "flowlib pipeline: from() takes a source with positions (MemorySource, "
+                  "TableSource, ...).");
+    static_assert(sizeof...(Stages) == 0 && Checks::size == 0 && !Import,
+                  "flowlib pipeline: give every source (.from(a).from(b)) before the stages, "
+                  "expectations and import_checkpoint().");
+    static_assert(std::is_same_v<typename More::row_type, typename Source::row_type>,
+                  "flowlib pipeline: the sources of one flow must have the same row type; map each "
+                  "source's rows in a flow of its own into one table, then read that table.");
+    const More* more = keep<More>(std::forward<S>(source));
+    auto sources = [&] {
+      if constexpr (requires { source_->sources(); }) {
+        return std::tuple_cat(source_->sources(), std::tuple<const More*>(more));
+      } else {
+        return std::tuple<const Source*, const More*>(source_, more);
+      }
+    }();
+    using U = decltype(std::apply([](const auto*... s) { return UnionSource(*s...); }, sources));
+    auto* u = keep<U>(U(sources));
+    return flow_builder<U, false, Checks>(*p_, std::move(name_), const_cast<U*>(u), std::move(checks_),
+                                          std::tuple<>{}, limit_, nullptr, {});
+  }
+
+  /// map(fn): each row becomes fn(row); the row type may change
+  /// (R-STAGE-1). If fn throws, the batch fails and is retried from the
+  /// same positions.
+  template <class Fn>
+  auto map(Fn fn) && {
+    static_assert(std::is_invocable_v<Fn&, row_type&&>,
+                  "flowlib pipeline: map(fn): fn must take the rows of the stage before it (the "
+                  "source's rows, or the previous stage's output) as Row, const Row& or Row&&.");
+    using Out = std::invoke_result_t<Fn&, row_type&&>;
+    static_assert(!std::is_void_v<Out>, "flowlib pipeline: map(fn): fn must return the new row; to "
+                                        "remove rows use filter(), to emit several use flat_map().");
+    using S = map_stage<row_type, Fn, void>;
+    return std::move(*this).template with_stage<S>(S{std::move(fn), {}, {}});
+  }
+  /// map(fn, quarantine): as map(fn), but a row fn rejects by throwing
+  /// flowlib::row_rejected goes to `quarantine` (a table of Quarantined<Row>)
+  /// with the exception's message as its reason; the batch goes on
+  /// (R-STAGE-5). fn takes the row as const Row&.
+  template <class Fn, class QTable>
+  auto map(Fn fn, QTable& quarantine) && {
+    static_assert(std::is_invocable_v<Fn&, const row_type&>,
+                  "flowlib pipeline: map(fn, quarantine): fn must take the row as const Row& (or "
+                  "by value), so that a rejected row can be kept whole in the quarantine table.");
+    static_assert(!std::is_void_v<std::invoke_result_t<Fn&, const row_type&>>,
+                  "flowlib pipeline: map(fn, quarantine): fn must return the new row.");
+    check_quarantine_table<QTable>();
+    using S = map_stage<row_type, Fn, QTable>;
+    return std::move(*this).template with_stage<S>(S{std::move(fn), {&quarantine, {}}, {}});
+  }
+
+  /// filter(pred): keeps the rows for which pred(row) is true (R-STAGE-2);
+  /// the others are counted as filtered, not dropped.
+  template <class Pred>
+  auto filter(Pred pred) && {
+    static_assert(std::is_invocable_r_v<bool, Pred&, const row_type&>,
+                  "flowlib pipeline: filter(pred): pred must take the rows of the stage before it "
+                  "as const Row& and return bool.");
+    using S = filter_stage<row_type, Pred>;
+    return std::move(*this).template with_stage<S>(S{std::move(pred)});
+  }
+
+  /// flat_map(fn): each row becomes the rows of the range fn returns (a
+  /// container, a std or range-v3 view), zero or more (R-STAGE-3).
+  template <class Fn>
+  auto flat_map(Fn fn) && {
+    static_assert(std::is_invocable_v<Fn&, row_type&&>,
+                  "flowlib pipeline: flat_map(fn): fn must take the rows of the stage before it as "
+                  "Row, const Row& or Row&&.");
+    static_assert(any_input_range<std::invoke_result_t<Fn&, row_type&&>>,
+                  "flowlib pipeline: flat_map(fn): fn must return a range of rows (a std::vector, "
+                  "a std or range-v3 view); for one row out use map().");
+    using S = flat_map_stage<row_type, Fn, void>;
+    return std::move(*this).template with_stage<S>(S{std::move(fn), {}, {}});
+  }
+  /// flat_map(fn, quarantine): as flat_map(fn), with rejected rows
+  /// (flowlib::row_rejected) sent to `quarantine` (R-STAGE-5).
+  template <class Fn, class QTable>
+  auto flat_map(Fn fn, QTable& quarantine) && {
+    static_assert(std::is_invocable_v<Fn&, const row_type&>,
+                  "flowlib pipeline: flat_map(fn, quarantine): fn must take the row as const Row& "
+                  "(or by value), so that a rejected row can be kept whole.");
+    static_assert(any_input_range<std::invoke_result_t<Fn&, const row_type&>>,
+                  "flowlib pipeline: flat_map(fn, quarantine): fn must return a range of rows.");
+    check_quarantine_table<QTable>();
+    using S = flat_map_stage<row_type, Fn, QTable>;
+    return std::move(*this).template with_stage<S>(S{std::move(fn), {&quarantine, {}}, {}});
+  }
+
+  /// view(adaptor): the batch piped through a range adaptor, std::views or
+  /// range-v3's views (`views::filter(p) | views::transform(f)`), and
+  /// collected (R-STAGE-3).
+  template <class Adaptor>
+  auto view(Adaptor adaptor) && {
+    static_assert(requires(std::vector<row_type>& v, Adaptor& a) { v | a; },
+                  "flowlib pipeline: view(adaptor): the adaptor must apply to a std::vector of the "
+                  "rows of the stage before it (a std::views or range-v3 views adaptor).");
+    using S = view_stage<row_type, Adaptor>;
+    return std::move(*this).template with_stage<S>(S{std::move(adaptor), {}});
+  }
+
+  /// lookup(table, key, combine[, join]): enriches each row from the
+  /// current row of `table` (a dimension of the pipeline) with the same key
+  /// (R-STAGE-6). `key` is one callable applying to both rows (a generic
+  /// lambda) or flowlib::join_on(row_key, dim_key). Inner (default): a row
+  /// without a match is removed and counted; combine(row, const Dim&).
+  /// Left (flowlib::left_join): combine(row, const Dim*) or
+  /// combine(row, std::optional<Dim>).
+  template <class DimTable, class Key, class Combine>
+  auto lookup(DimTable& table, Key key, Combine combine, inner_join_t = inner_join) && {
+    return std::move(*this).template lookup_as<join::inner>(table, std::move(key), std::move(combine));
+  }
+  template <class DimTable, class Key, class Combine>
+  auto lookup(DimTable& table, Key key, Combine combine, left_join_t) && {
+    return std::move(*this).template lookup_as<join::left>(table, std::move(key), std::move(combine));
+  }
+
   /// Adds an operator stage (DedupWithinWatermark, ...), owned by the pipeline.
   template <class Op>
   auto through(Op op) && {
     static_assert(std::is_same_v<typename Op::row_type, row_type>,
                   "flowlib pipeline: an operator's row type must be the rows of the stage "
-                  "before it (the source's row type).");
+                  "before it (the source's rows, or the previous stage's output).");
     return std::move(*this).template with_stage<operator_stage<Op>>(operator_stage<Op>{std::move(op), {}});
   }
 
@@ -239,9 +377,7 @@ class flow_builder {
   /// expect_or_quarantine) go to `table`, a table of Quarantined<Row>.
   template <class QTable, class... P>
   auto quarantine(QTable& table, Expectations<P...> checks) && {
-    static_assert(std::is_same_v<typename QTable::row_type, Quarantined<row_type>>,
-                  "flowlib pipeline: a quarantine table holds flowlib::Quarantined<Row> rows, "
-                  "Row being the flow's row type at this stage.");
+    check_quarantine_table<QTable>();
     static_assert(sizeof...(P) > 0, "flowlib pipeline: quarantine() needs at least one expectation.");
     checks.for_each([&](const auto& e) {
       if (e.action != on_violation::quarantine) {
@@ -251,7 +387,7 @@ class flow_builder {
       }
     });
     using S = quarantine_stage<row_type, QTable, P...>;
-    return std::move(*this).template with_stage<S>(S{&table, std::move(checks), {}});
+    return std::move(*this).template with_stage<S>(S{{&table, {}}, std::move(checks)});
   }
 
   /// The flow's expectations, given to the flow policy (R-EXPECT-1).
@@ -260,8 +396,8 @@ class flow_builder {
     static_assert(Checks::size == 0, "flowlib pipeline: expect() is given once per flow; put "
                                      "every expectation in one flowlib::expectations(...).");
     return flow_builder<Source, Import, Expectations<P...>, Stages...>(
-        *p_, std::move(name_), source_, source_table_, std::move(checks), std::move(stages_),
-        limit_, import_from_, std::move(import_flow_));
+        *p_, std::move(name_), source_, std::move(checks), std::move(stages_), limit_,
+        import_from_, std::move(import_flow_));
   }
 
   /// At most `n` rows per micro-batch (0: the pipeline's default).
@@ -274,9 +410,9 @@ class flow_builder {
   /// checkpoint of the standalone stream `stream` (a flowlib::Stream's
   /// checkpoint) and resumes from it. Append flows only.
   auto import_checkpoint(const checkpoint_store& checkpoint, std::string stream) && {
-    return flow_builder<Source, true, Checks, Stages...>(
-        *p_, std::move(name_), source_, source_table_, std::move(checks_), std::move(stages_),
-        limit_, &checkpoint, std::move(stream));
+    return flow_builder<Source, true, Checks, Stages...>(*p_, std::move(name_), source_,
+                                                         std::move(checks_), std::move(stages_),
+                                                         limit_, &checkpoint, std::move(stream));
   }
 
   /// REPLACE WHERE: one more source, read as a table (the query's next span).
@@ -304,15 +440,20 @@ class flow_builder {
     static_assert(!Import || imports_streams_v<Policy>,
                   "flowlib pipeline: IMPORT CHECKPOINT is allowed only on append flows "
                   "(R-TABLE-4); remove import_checkpoint() or use flowlib::Append.");
+    static_assert(!durable_table<Table>() || has_schema<typename Table::row_type>,
+                  "flowlib pipeline: a durable table's row type needs FLOWLIB_SCHEMA(Row, columns...) "
+                  "(its columns are stored by name); declare it after the struct, or map() into a "
+                  "row type that has one.");
     static_assert(policy_takes<Policy, Table, row_type, Checks>(),
-                  "flowlib pipeline: the flow policy does not take the source's rows: REPLACE "
-                  "USING takes its Key/Seq row type, AUTO CDC its change type, AUTO CDC FROM "
-                  "SNAPSHOT flowlib::Snapshot<Row, Version> records.");
+                  "flowlib pipeline: the flow policy does not take the rows of the flow's last stage "
+                  "(or of its source, without stages): REPLACE USING takes its Key/Seq row type, "
+                  "AUTO CDC its change type, AUTO CDC FROM SNAPSHOT flowlib::Snapshot<Row, Version> "
+                  "records, Append rows it maps by name; add or fix a map() before into().");
     static_assert(journaled_target<Table>());
     static_assert(!std::is_same_v<typename Table::row_type, void>);
     using R = typed_flow_runner<Source, Table, Policy, Checks, Stages...>;
     auto runner = std::make_unique<R>(std::move(name_), *source_, &table, std::move(policy),
-                                      std::move(checks_), std::move(stages_), source_table_);
+                                      std::move(checks_), std::move(stages_));
     runner->max_rows_per_batch = limit_;
     runner->import_from = import_from_;
     runner->import_flow = std::move(import_flow_);
@@ -324,12 +465,13 @@ class flow_builder {
   template <class Row>
   void into(ForeachBatch<Row> sink) && {
     static_assert(std::is_same_v<Row, row_type>,
-                  "flowlib pipeline: ForeachBatch<Row>: Row must be the flow's row type.");
+                  "flowlib pipeline: ForeachBatch<Row>: Row must be the rows of the flow's last "
+                  "stage (or of its source, without stages).");
     static_assert(!Import, "flowlib pipeline: IMPORT CHECKPOINT is allowed only on append flows "
                            "(R-TABLE-4).");
     using R = typed_flow_runner<Source, no_table, ForeachBatch<Row>, Checks, Stages...>;
     auto runner = std::make_unique<R>(std::move(name_), *source_, nullptr, std::move(sink),
-                                      std::move(checks_), std::move(stages_), source_table_);
+                                      std::move(checks_), std::move(stages_));
     runner->max_rows_per_batch = limit_;
     p_->add_flow(std::move(runner), nullptr, "", false, ForeachBatch<Row>::kind, false);
   }
@@ -343,14 +485,71 @@ class flow_builder {
                   "check the rows in the query instead.");
     static_assert(sizeof...(Stages) == 0 && !Import,
                   "flowlib pipeline: a REPLACE WHERE flow reads its sources as tables: no "
-                  "operators, quarantine stages or IMPORT CHECKPOINT.");
+                  "stages, operators, quarantine stages or IMPORT CHECKPOINT; shape the rows in "
+                  "the query.");
     return replace_where_builder<Source>(*p_, std::move(name_), std::tuple<const Source*>(source_));
+  }
+
+  template <class QTable>
+  static constexpr void check_quarantine_table() {
+    static_assert(std::is_same_v<typename QTable::row_type, Quarantined<row_type>>,
+                  "flowlib pipeline: a quarantine table holds flowlib::Quarantined<Row> rows, "
+                  "Row being the flow's row type at this stage (the input of the stage that "
+                  "quarantines).");
+  }
+
+  template <join Kind, class DimTable, class Key, class Combine>
+  auto lookup_as(DimTable& table, Key key, Combine combine) && {
+    using Dim = typename DimTable::row_type;
+    static_assert(requires(const lookup_keys<Key>& k, const row_type& r) { k.row_key(r); },
+                  "flowlib pipeline: lookup(table, key, combine): key must take the flow's rows "
+                  "(const Row&); give flowlib::join_on(row_key, dim_key) when the two rows name "
+                  "the key differently.");
+    static_assert(requires(const lookup_keys<Key>& k, const Dim& d) { k.dim_key(d); },
+                  "flowlib pipeline: lookup(table, key, combine): key must also take the "
+                  "dimension's rows: use a generic lambda ([](const auto& r) { return r.id; }) or "
+                  "flowlib::join_on(&Row::customer_id, &Dim::id).");
+    if constexpr (requires(const lookup_keys<Key>& k, const row_type& r, const Dim& d) {
+                    k.row_key(r);
+                    k.dim_key(d);
+                  }) {
+      static_assert(std::is_same_v<lookup_row_key_t<row_type, Dim, Key>, lookup_dim_key_t<row_type, Dim, Key>>,
+                    "flowlib pipeline: lookup(): the row's key and the dimension's key must have "
+                    "the same type; convert one in the key function.");
+      if constexpr (Kind == join::inner) {
+        static_assert(std::is_invocable_v<Combine&, row_type&&, const Dim&>,
+                      "flowlib pipeline: lookup(..., combine): an inner lookup calls "
+                      "combine(Row&&, const Dim&) and takes what it returns as the new row.");
+      } else {
+        static_assert(std::is_invocable_v<Combine&, row_type&&, const Dim*> ||
+                          std::is_invocable_v<Combine&, row_type&&, std::optional<Dim>>,
+                      "flowlib pipeline: lookup(..., combine, flowlib::join::left): a left lookup "
+                      "calls combine(Row&&, const Dim*) or combine(Row&&, std::optional<Dim>), "
+                      "null or empty when the dimension has no row of the key.");
+      }
+    }
+    using S = lookup_stage<row_type, DimTable, Key, Combine, Kind>;
+    return std::move(*this).template with_stage<S>(S{&table, {std::move(key)}, std::move(combine), {}, {}});
+  }
+
+  // Keeps a temporary alive for the pipeline's lifetime; an lvalue is the
+  // program's to keep.
+  template <class T, class S>
+  const T* keep(S&& s) {
+    if constexpr (std::is_lvalue_reference_v<S>) {
+      return &s;
+    } else {
+      auto owned = std::make_shared<T>(std::forward<S>(s));
+      const T* ptr = owned.get();
+      p_->keep_alive(std::move(owned));
+      return ptr;
+    }
   }
 
   template <class S>
   auto with_stage(S stage) && {
     return flow_builder<Source, Import, Checks, Stages..., S>(
-        *p_, std::move(name_), source_, source_table_, std::move(checks_),
+        *p_, std::move(name_), source_, std::move(checks_),
         std::tuple_cat(std::move(stages_), std::tuple<S>(std::move(stage))), limit_,
         import_from_, std::move(import_flow_));
   }
@@ -358,7 +557,6 @@ class flow_builder {
   flow_registry* p_;
   std::string name_;
   Source* source_;
-  const void* source_table_;
   Checks checks_;
   std::tuple<Stages...> stages_;
   std::size_t limit_;
@@ -388,11 +586,8 @@ class flow_start {
       ptr = owned.get();
       p_->keep_alive(std::move(owned));
     }
-    const void* table = nullptr;
-    if constexpr (is_table_source<Source>::value) table = &ptr->table();
-    return flow_builder<Source, false, NoExpectations>(*p_, std::move(name_), ptr, table,
-                                                       NoExpectations{}, std::tuple<>{}, 0,
-                                                       nullptr, {});
+    return flow_builder<Source, false, NoExpectations>(*p_, std::move(name_), ptr, NoExpectations{},
+                                                       std::tuple<>{}, 0, nullptr, {});
   }
 
  private:

@@ -53,6 +53,10 @@ struct batch_outcome {
   std::uint64_t quarantined_rows = 0;
   std::uint64_t deduplicated_rows = 0;  ///< duplicates the operators removed
   std::uint64_t late_rows = 0;          ///< late rows the operators removed
+  std::uint64_t filtered_rows = 0;      ///< rows the filter() stages removed
+  std::uint64_t unmatched_rows = 0;     ///< rows inner lookup() stages removed
+  /// Rows into and out of each stage, in declaration order.
+  std::vector<StageMetrics> stages;
   /// How the batch was planned, for a planning_information event (a flow
   /// with planning(), flows/contract.hpp).
   std::optional<planning_info> planning;
@@ -69,6 +73,8 @@ struct batch_outcome {
     c.quarantined_rows = quarantined_rows;
     c.deduplicated_rows = deduplicated_rows;
     c.late_rows = late_rows;
+    c.filtered_rows = filtered_rows;
+    c.unmatched_rows = unmatched_rows;
     return c;
   }
 };
@@ -87,8 +93,11 @@ class flow_runner {
   /// an imported checkpoint must match (R-TABLE-4).
   virtual std::string component_layout() const = 0;
   virtual std::string source_name() const = 0;
-  /// The pipeline table the flow reads through a TableSource, or nullptr.
-  virtual const void* source_table() const noexcept = 0;
+  /// The pipeline tables the flow reads through TableSources (their
+  /// writers fill their append logs), and the dimension tables its lookup
+  /// stages read. The pipeline runs a table's writers before its readers.
+  virtual std::vector<const void*> source_tables() const = 0;
+  virtual std::vector<const void*> lookup_tables() const = 0;
   /// The table the flow writes (nullptr for a ForeachBatch sink), its name.
   virtual const void* target_table() const noexcept = 0;
   virtual std::string target_name() const = 0;

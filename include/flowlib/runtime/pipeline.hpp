@@ -277,9 +277,9 @@ class Pipeline final : private detail::flow_registry {
     }
     order_ = dependency_order();
     for (auto& r : runners_) {
-      if (r->source_table() == nullptr) continue;
-      for (auto& w : runners_)
-        if (w->target_table() == r->source_table()) w->log_appends(true);
+      for (const void* t : r->source_tables())
+        for (auto& w : runners_)
+          if (w->target_table() == t) w->log_appends(true);
     }
     // Writes.
     log_.write_pending();
@@ -363,10 +363,14 @@ class Pipeline final : private detail::flow_registry {
       bool progress = false;
       for (std::size_t i = 0; i < runners_.size(); ++i) {
         if (done[i]) continue;
-        const void* src = runners_[i]->source_table();
+        std::vector<const void*> reads = runners_[i]->source_tables();
+        for (const void* t : runners_[i]->lookup_tables()) reads.push_back(t);
         bool ready = true;
-        for (std::size_t j = 0; j < runners_.size() && src != nullptr; ++j)
-          if (!done[j] && j != i && runners_[j]->target_table() == src) ready = false;
+        for (std::size_t j = 0; j < runners_.size(); ++j) {
+          if (done[j] || j == i) continue;
+          for (const void* t : reads)
+            if (runners_[j]->target_table() == t) ready = false;
+        }
         if (ready) {
           done[i] = true;
           out.push_back(runners_[i].get());

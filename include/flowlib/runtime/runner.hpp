@@ -15,6 +15,8 @@
 #include <flowlib/flows/contract.hpp>
 #include <flowlib/runtime/flow_runner.hpp>
 #include <flowlib/runtime/stages.hpp>
+#include <flowlib/source/table.hpp>
+#include <flowlib/source/union.hpp>
 #include <flowlib/source/position.hpp>
 #include <flowlib/stats.hpp>
 
@@ -34,6 +36,16 @@ struct no_table {
   using row_type = void;
 };
 
+/// Calls f(table) for each TableSource's table a source reads.
+template <class S, class F>
+void for_each_source_table(const S& s, F&& f) {
+  if constexpr (requires { s.table().append_log(); }) {
+    f(s.table());
+  } else if constexpr (requires { s.sources(); }) {
+    std::apply([&](const auto*... src) { (for_each_source_table(*src, f), ...); }, s.sources());
+  }
+}
+
 /// The one runner. Source: a flowlib::source; Target: a table type, or
 /// no_table for a sink; Policy: anything that meets the flow contract
 /// (flows/contract.hpp); Checks: Expectations.
@@ -41,18 +53,19 @@ template <class Source, class Target, class Policy, class Checks, class... Stage
 class typed_flow_runner final : public flow_runner {
  public:
   using row_type = typename Source::row_type;
+  /// The rows the flow policy receives: the last stage's output.
+  using output_row = stages_output_t<row_type, Stages...>;
   static constexpr bool sink = std::is_same_v<Target, no_table>;
   static constexpr bool reads_sources = requires { requires Policy::reads_sources; };
 
   typed_flow_runner(std::string name, Source& source, Target* target, Policy policy,
-                    Checks checks, std::tuple<Stages...> stages, const void* source_table)
+                    Checks checks, std::tuple<Stages...> stages)
       : flow_runner(std::move(name)),
         source_(&source),
         target_(target),
         policy_(std::move(policy)),
         checks_(std::move(checks)),
-        stages_(std::move(stages)),
-        source_table_(source_table) {}
+        stages_(std::move(stages)) {}
 
   std::string_view kind() const noexcept override { return Policy::kind; }
   std::string definition() const override {
@@ -72,7 +85,16 @@ class typed_flow_runner final : public flow_runner {
     return d;
   }
   std::string source_name() const override { return std::string(source_->name()); }
-  const void* source_table() const noexcept override { return source_table_; }
+  std::vector<const void*> source_tables() const override {
+    std::vector<const void*> out;
+    for_each_source_table(*source_, [&](const auto& t) { out.push_back(&t); });
+    return out;
+  }
+  std::vector<const void*> lookup_tables() const override {
+    std::vector<const void*> out;
+    for_each_lookup([&](const auto& t) { out.push_back(&t); });
+    return out;
+  }
   const void* target_table() const noexcept override {
     if constexpr (sink) return nullptr; else return target_;
   }
@@ -134,7 +156,7 @@ class typed_flow_runner final : public flow_runner {
     const std::uint64_t read = rows_.size();
     if constexpr (!reads_sources) rows_read_ = read;
     stage_context ctx{name_, batch_id, outcome, qmetrics};
-    std::apply([&](auto&... s) { (s.run(rows_, ctx), ...); }, stages_);
+    auto& rows = run_stages<0>(rows_, ctx);
     for_each_quarantine([&](auto& q) { outcome.quarantined_rows += q.pending.size(); });
     if (fault) fault(fault_point::before_table_write, name_, batch_id);
 
@@ -142,7 +164,7 @@ class typed_flow_runner final : public flow_runner {
     auto& target = [&]() -> auto& {
       if constexpr (sink) return none; else return *target_;
     }();
-    outcome.stats = policy_.apply_batch(target, rows_, checks_, batch_info{name_, batch_id});
+    outcome.stats = policy_.apply_batch(target, rows, checks_, batch_info{name_, batch_id});
     outcome.output_rows = outcome.stats.input_rows - outcome.stats.dropped_rows;
     if constexpr (reads_sources) {
       rows_read_ = outcome.stats.input_rows;  // the rows the policy read itself
@@ -230,8 +252,10 @@ class typed_flow_runner final : public flow_runner {
   void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) override {
     if constexpr (!sink) attach_table(*target_, store, attached);
     // A durable table read through a TableSource: its append log is loaded
-    // (normally its writer, a flow of the same pipeline, attached it already).
-    if constexpr (requires { source_->table().append_log(); }) attach_table(source_->table(), store, attached);
+    // (normally its writer, a flow of the same pipeline, attached it
+    // already); a lookup's dimension: its rows.
+    for_each_source_table(*source_, [&](auto& t) { attach_table(t, store, attached); });
+    for_each_lookup([&](auto& t) { attach_table(t, store, attached); });
     for_each_quarantine([&](auto& q) { attach_table(*q.table, store, attached); });
   }
   void persist() override {
@@ -269,7 +293,29 @@ class typed_flow_runner final : public flow_runner {
   }
   template <class S, class F>
   static void maybe_quarantine(S& s, F& f) {
-    if constexpr (is_quarantine_stage<std::remove_const_t<S>>::value) f(s);
+    if constexpr (has_quarantine_v<std::remove_const_t<S>>) f(s.q);
+  }
+  // Calls f(table) for each lookup stage's dimension table.
+  template <class F>
+  void for_each_lookup(F&& f) const {
+    std::apply([&](const auto&... s) {
+      ([&] {
+        if constexpr (requires { s.table->rows(); s.keys; }) f(*s.table);
+      }(), ...);
+    }, stages_);
+  }
+  // Runs stage I and the ones after it; records each one's rows in and out.
+  template <std::size_t I, class V>
+  auto& run_stages(V& rows, stage_context& ctx) {
+    if constexpr (I == sizeof...(Stages)) {
+      return rows;
+    } else {
+      auto& s = std::get<I>(stages_);
+      const std::uint64_t in = rows.size();
+      auto& out = s.run(rows, ctx);
+      ctx.outcome.stages.push_back(StageMetrics{std::string(s.stage_kind()), in, out.size()});
+      return run_stages<I + 1>(out, ctx);
+    }
   }
   template <class S>
   static void stateful_kind(const S& s, std::string& d) {
@@ -293,7 +339,6 @@ class typed_flow_runner final : public flow_runner {
   Policy policy_;
   Checks checks_;
   std::tuple<Stages...> stages_;
-  const void* source_table_;
   std::vector<row_type> rows_;
   std::vector<row_id> changed_;
   std::uint64_t log_end_ = 0;
