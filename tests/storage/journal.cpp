@@ -531,4 +531,51 @@ TEST_CASE("journal: after reserve(n), n inserts and emplace_each allocate nothin
   }
 }
 
+TEST_CASE("store: changes() grows with every change of the rows and only then") {
+  // A lookup stage keeps its index of a dimension while changes() is
+  // unchanged (runtime/lookup.hpp), so every way of changing the rows must
+  // move it, and reading must not.
+  store s;
+  std::uint64_t last = s.changes();
+  const auto moved = [&](const char* what) {
+    CAPTURE(what);
+    CHECK(s.changes() > last);
+    last = s.changes();
+  };
+  s.reserve(8);
+  CHECK(s.changes() == last);  // capacity is not a change
+  const fl::row_id a = s.insert(Row{1, "a"});
+  moved("insert");
+  s.emplace_with([] { return Row{2, "b"}; });
+  moved("emplace_with");
+  const std::vector<Row> more{{3, "c"}, {4, "d"}};
+  s.emplace_each(more, [](const Row& r) { return r; });
+  moved("emplace_each");
+  s.assign(a, Row{1, "a2"});
+  moved("assign");
+  s.get(a).s = "a3";
+  moved("mutable get");
+  const store& cs = s;
+  CHECK(cs.get(a).s == "a3");
+  std::size_t n = 0;
+  for (const Row& r : cs.rows()) n += r.k > 0 ? 1 : 0;
+  CHECK(n == 4);
+  CHECK(s.changes() == last);  // reads are not changes
+  s.begin_journal();
+  s.erase(a);
+  moved("erase in a journal");
+  s.rollback_journal();
+  moved("rollback");
+  s.begin_journal();
+  s.commit_journal();
+  CHECK(s.changes() == last);  // an empty journal changes nothing
+  s.clear();
+  moved("clear");
+  std::vector<std::pair<fl::row_id, Row>> rows{{0, Row{9, "z"}}};
+  s.restore_rows(rows, 1);
+  moved("restore_rows");
+  store t(std::move(s));
+  CHECK(t.changes() > last);  // a moved-to store never matches an index of the old one
+}
+
 }  // namespace storage_journal

@@ -4,8 +4,13 @@
 //
 //   pipeline.flow("name")                 // -> flow_start
 //       .from(source)                     // a flowlib::source: MemorySource, TableSource, ...
-//       .through(operator)                // zero or more operators, in order (DedupWithinWatermark)
-//       .quarantine(table, expectations)  // zero or more quarantine stages, in order
+//       .from(other)                      // more sources of the same row type (R-STAGE-4)
+//       .map(fn) / .map(fn, quarantine)   // stages, any number, in order (docs/stages.md):
+//       .filter(pred)                     //   R-STAGE-1..7; each may change the row type
+//       .flat_map(fn) / .view(adaptor)
+//       .lookup(dim, key, combine)        //   a stream-static join (R-STAGE-6)
+//       .through(operator)                //   operators (DedupWithinWatermark)
+//       .quarantine(table, expectations)  //   quarantine stages
 //       .expect(expectations)             // at most once: given to the flow policy's apply()
 //       .max_rows_per_batch(n)            // optional per-flow limit
 //       .import_checkpoint(ckpt, "stream")// append flows only (R-TABLE-4)
@@ -14,8 +19,10 @@
 // REPLACE WHERE reads whole tables instead (flows/where/detail/pipeline_flow.hpp):
 //   pipeline.flow("name").from(source).with(other).query(fn, "v1").into(table, ReplaceWhere{p});
 //
-// Every step returns a new builder type; into() checks the combination at
-// compile time (R-TABLE-1, R-USING-9, R-TABLE-4, R-WHERE-9) and hands the
+// Every step returns a new builder type whose row_type is the rows at that
+// point (the last stage's output); each stage checks at compile time that
+// it takes those rows, and into() checks the combination (R-TABLE-1,
+// R-USING-9, R-TABLE-4, R-WHERE-9, a durable table's schema) and hands the
 // one runner (runtime/runner.hpp) to the pipeline, which checks names at
 // run time (the Catalog's codes). What a policy allows (sharing its target,
 // imports, any row type) comes from the flow contract (flows/contract.hpp).
@@ -529,7 +536,7 @@ class flow_builder {
       }
     }
     using S = lookup_stage<row_type, DimTable, Key, Combine, Kind>;
-    return std::move(*this).template with_stage<S>(S{&table, {std::move(key)}, std::move(combine), {}, {}});
+    return std::move(*this).template with_stage<S>(S{&table, {std::move(key)}, std::move(combine), {}, {}, {}});
   }
 
   // Keeps a temporary alive for the pipeline's lifetime; an lvalue is the

@@ -1,8 +1,11 @@
 // flowlib/runtime/lookup.hpp
 //
-// lookup(table, key, combine): a stream-static join (R-STAGE-6). Each batch
-// indexes the dimension table's current rows by key, once, and then probes
-// the index once per row:
+// lookup(table, key, combine): a stream-static join (R-STAGE-6). The stage
+// indexes the dimension table's current rows by key and probes the index
+// once per row; the index is kept while the table's rows are unchanged (a
+// store with the changes() hook: MemoryStorage, SqliteStorage), and built
+// again, in one pass over the dimension, by the first batch after a change
+// (by every batch over a store without the hook):
 //   inner: combine(row, const Dim&) for a row whose key the dimension holds;
 //          a row without a match is removed and counted (unmatched_rows);
 //   left:  combine(row, const Dim*) or combine(row, std::optional<Dim>),
@@ -21,6 +24,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -83,6 +87,7 @@ struct lookup_stage {
   lookup_keys<Key> keys;
   Combine combine;
   absl::flat_hash_map<key_type, const dim_row*> index;
+  std::optional<std::uint64_t> indexed_at;  // the store's changes() the index reflects
   std::vector<output_type> out;
   static constexpr bool stateful = false;
 
@@ -117,9 +122,13 @@ struct lookup_stage {
   }
 
  private:
-  // The dimension's current rows, by key; built again each batch, since
-  // the table may have changed since the last one (R-STAGE-6).
+  // The dimension's current rows, by key (R-STAGE-6): rows are read where
+  // they are stored, and a store's rows stay put until they change.
   void build_index(std::string_view flow) {
+    if constexpr (requires { table->store().changes(); }) {
+      if (indexed_at == table->store().changes()) return;
+    }
+    indexed_at.reset();
     index.clear();
     index.reserve(table->size());
     for (const dim_row& d : table->rows()) {
@@ -131,6 +140,7 @@ struct lookup_stage {
                         "AUTO CDC SCD1 table, for example; not an SCD2 history)");
       }
     }
+    if constexpr (requires { table->store().changes(); }) indexed_at = table->store().changes();
   }
 };
 

@@ -118,6 +118,7 @@ class memory_row_store {
 
   /// Inserts a row (a moved-in row; capacity reserved by reserve()).
   row_id insert(Row&& r) noexcept {
+    ++changes_;
     if (journal_) return insert_journaled(std::move(r));
     const row_id id = take_slot();
     ::new (static_cast<void*>(slot_at(id)->bytes)) Row(std::move(r));
@@ -143,6 +144,7 @@ class memory_row_store {
       if (reuse) set_link(id, next);  // a failed constructor may have written over it
       throw;
     }
+    ++changes_;
     if (reuse) {
       free_head_ = next;
       --free_count_;
@@ -169,6 +171,7 @@ class memory_row_store {
     auto it = std::ranges::begin(batch);
     const auto last = std::ranges::end(batch);
     const std::size_t bound_before = bound_;
+    ++changes_;
     undo_.clear();
     std::size_t b = bound_;
     try {
@@ -217,10 +220,12 @@ class memory_row_store {
   }
 
   void assign(row_id id, Row&& r) noexcept {
+    ++changes_;
     if (journal_) save_live(id, /*move=*/true);  // the old value is overwritten anyway
     row(id) = std::move(r);
   }
   void erase(row_id id) noexcept {
+    ++changes_;
     unsigned char keep = 0;  // flag bits that outlive the row
     if (journal_) keep = erase_journaled(id);
     row(id).~Row();
@@ -235,6 +240,7 @@ class memory_row_store {
   /// debug builds.
   void clear() noexcept {
     assert(!journal_ && "flowlib::MemoryStorage: clear() while a journal is open");
+    ++changes_;
     destroy_live();
     segs_.clear_flags();
     bound_ = 0;
@@ -248,6 +254,7 @@ class memory_row_store {
   /// access to a row that existed before the journal copies it (its
   /// pre-image): read through a const store to avoid the copy.
   Row& get(row_id id) noexcept {
+    ++changes_;
     if (journal_) save_live(id);
     return row(id);
   }
@@ -281,6 +288,7 @@ class memory_row_store {
   /// larger.) Does nothing without an open journal.
   void rollback_journal() noexcept {
     if (!journal_) return;
+    ++changes_;
     // Slots past the old bound: emptied (their bytes never held flags before).
     for (std::size_t i = j_bound_; i < bound_; ++i) {
       unsigned char& b = flags(i);
@@ -388,6 +396,11 @@ class memory_row_store {
   }
 
   std::size_t size() const noexcept { return live_; }
+  /// Optional hook: a count that grows with every change of the rows
+  /// (insert, assign, erase, mutable get(), clear, rollback, restore): a
+  /// reader that cached something derived from the rows (a lookup's index)
+  /// knows it is still valid when the count is unchanged.
+  std::uint64_t changes() const noexcept { return changes_; }
   /// One past the largest id ever handed out (ids are dense below it).
   std::size_t id_bound() const noexcept { return bound_; }
   /// Rows the store holds without allocating.
@@ -562,6 +575,8 @@ class memory_row_store {
   }
   // Takes o's rows and state; o is left empty.
   void steal(memory_row_store& o) noexcept {
+    changes_ = (changes_ > o.changes_ ? changes_ : o.changes_) + 1;
+    ++o.changes_;
     segs_ = std::move(o.segs_);
     bound_ = std::exchange(o.bound_, 0);
     live_ = std::exchange(o.live_, 0);
@@ -585,6 +600,7 @@ class memory_row_store {
   row_id free_head_ = no_slot;      // first dead slot below bound_
   std::size_t free_count_ = 0;
   std::vector<row_id> undo_;        // emplace_each(): the dead slots it filled
+  std::uint64_t changes_ = 0;       // changes(): grows with every change
 
   // The journal. A slot's flag byte: bit 0 live; bit 1 its pre-journal
   // state is saved in j_saved_; bit 2 a row the journal inserted (it is
