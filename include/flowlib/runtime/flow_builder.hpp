@@ -530,7 +530,7 @@ class flow_builder {
       } else {
         static_assert(std::is_invocable_v<Combine&, row_type&&, const Dim*> ||
                           std::is_invocable_v<Combine&, row_type&&, std::optional<Dim>>,
-                      "flowlib pipeline: lookup(..., combine, flowlib::join::left): a left lookup "
+                      "flowlib pipeline: lookup(..., combine, flowlib::left_join): a left lookup "
                       "calls combine(Row&&, const Dim*) or combine(Row&&, std::optional<Dim>), "
                       "null or empty when the dimension has no row of the key.");
       }

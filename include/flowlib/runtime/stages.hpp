@@ -237,9 +237,21 @@ struct flat_map_stage {
   }
 
  private:
+  // A container fn returned by value is fn's to give away: its rows are
+  // moved. A view's rows belong to whatever it views: they are copied
+  // unless the view itself yields rvalues.
   template <class R>
   void emit(R&& produced) {
-    for (auto&& o : produced) out.push_back(std::forward<decltype(o)>(o));
+    using C = std::remove_cvref_t<R>;
+    constexpr bool owned = !std::is_lvalue_reference_v<R> && !std::ranges::view<C> && !ranges::view_<C>;
+    for (auto&& o : produced) {
+      using O = decltype(o);
+      if constexpr (owned && std::is_lvalue_reference_v<O> && !std::is_const_v<std::remove_reference_t<O>>) {
+        out.push_back(std::move(o));
+      } else {
+        out.push_back(std::forward<O>(o));
+      }
+    }
   }
 };
 
