@@ -33,6 +33,8 @@
 #include <flowlib/flowlib.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
+#include "print_table.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,79 +60,6 @@
 
 namespace fl = flowlib;
 using namespace std::chrono_literals;
-
-// --- A small table printer for rows with FLOWLIB_SCHEMA (as in flagship.cpp) -
-namespace print {
-
-template <class T>
-struct optional_of : std::false_type { using type = T; };
-template <class T>
-struct optional_of<std::optional<T>> : std::true_type { using type = T; };
-
-/// One cell: numbers (two decimals for floating point), strings unquoted,
-/// an empty optional as null.
-template <class T>
-std::string cell(const T& v) {
-  if constexpr (optional_of<T>::value) {
-    return v ? cell(*v) : std::string("null");
-  } else if constexpr (std::is_floating_point_v<T>) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(v));
-    return buf;
-  } else if constexpr (std::is_arithmetic_v<T>) {
-    return std::to_string(v);
-  } else {
-    return std::string(v);
-  }
-}
-
-/// Prints `rows` as an aligned table, one column per schema column.
-template <std::ranges::input_range Rows>
-void table(std::string_view title, const Rows& rows) {
-  using Schema = fl::schema_of<std::ranges::range_value_t<Rows>>;
-  constexpr std::size_t n = Schema::size;
-  std::array<std::size_t, n> width{};
-  std::array<bool, n> right{};
-  std::size_t i = 0;
-  Schema::for_each([&](auto col) {
-    using V = typename optional_of<typename decltype(col)::value_type>::type;
-    right[i] = std::is_arithmetic_v<V>;
-    width[i] = Schema::names[i].size();
-    ++i;
-  });
-  std::vector<std::array<std::string, n>> lines;
-  for (const auto& r : rows) {
-    auto& line = lines.emplace_back();
-    i = 0;
-    Schema::for_each([&](auto col) {
-      line[i] = cell(decltype(col)::get(r));
-      width[i] = std::max(width[i], line[i].size());
-      ++i;
-    });
-  }
-  const auto rule = [&] {
-    std::cout << "  +";
-    for (std::size_t w : width) std::cout << std::string(w + 2, '-') << '+';
-    std::cout << '\n';
-  };
-  const auto out = [&](const auto& texts) {
-    std::cout << "  |";
-    for (std::size_t c = 0; c < n; ++c) {
-      const std::string_view t = texts[c];
-      const std::string pad(width[c] - t.size(), ' ');
-      std::cout << ' ' << (right[c] ? pad : "") << t << (right[c] ? "" : pad) << " |";
-    }
-    std::cout << '\n';
-  };
-  std::cout << "  " << title << '\n';
-  rule();
-  out(Schema::names);
-  rule();
-  for (const auto& line : lines) out(line);
-  rule();
-}
-
-}  // namespace print
 
 // --- Rows ---------------------------------------------------------------------
 

@@ -61,10 +61,31 @@ struct rejected_rows {
     pending.push_back(Quarantined<Row>{std::string(ctx.flow), std::move(reason), ctx.batch_id, std::move(row)});
   }
   std::string describe() const { return " REJECT INTO '" + table->name() + "'"; }
+
+  /// Calls step(const Row&) for each row; a row step rejects (row_rejected)
+  /// is moved here whole, and what step added to `out` for it is removed.
+  template <class Out, class Step>
+  void each(std::vector<Row>& rows, std::vector<Out>& out, const stage_context& ctx, Step&& step) {
+    for (auto& r : rows) {
+      const std::size_t mark = out.size();
+      try {
+        step(std::as_const(r));
+      } catch (const row_rejected& e) {
+        out.erase(out.begin() + static_cast<std::ptrdiff_t>(mark), out.end());
+        reject(ctx, e.what(), std::move(r));
+      }
+    }
+  }
 };
 /// A stage without a quarantine table.
 struct no_rejected_rows {
   std::string describe() const { return {}; }
+
+  /// Calls step(Row&&) for each row: the rows are the stage's to consume.
+  template <class Row, class Out, class Step>
+  void each(std::vector<Row>& rows, std::vector<Out>&, const stage_context&, Step&& step) {
+    for (auto& r : rows) step(std::move(r));
+  }
 };
 template <class Row, class QTable>
 using rejected_rows_for =
@@ -157,18 +178,7 @@ struct map_stage {
   std::vector<output_type>& run(std::vector<In>& rows, Ctx& ctx) {
     out.clear();
     out.reserve(rows.size());
-    if constexpr (quarantines) {
-      for (auto& r : rows) {
-        try {
-          out.push_back(std::invoke(fn, std::as_const(r)));
-        } catch (const row_rejected& e) {
-          q.reject(ctx, e.what(), std::move(r));
-        }
-      }
-    } else {
-      (void)ctx;
-      for (auto& r : rows) out.push_back(std::invoke(fn, std::move(r)));
-    }
+    q.each(rows, out, ctx, [&](arg_type r) { out.push_back(std::invoke(fn, static_cast<arg_type>(r))); });
     return out;
   }
 };
@@ -219,20 +229,7 @@ struct flat_map_stage {
   std::vector<output_type>& run(std::vector<In>& rows, Ctx& ctx) {
     out.clear();
     out.reserve(rows.size());
-    if constexpr (quarantines) {
-      for (auto& r : rows) {
-        const std::size_t mark = out.size();
-        try {
-          emit(std::invoke(fn, std::as_const(r)));
-        } catch (const row_rejected& e) {
-          out.erase(out.begin() + static_cast<std::ptrdiff_t>(mark), out.end());
-          q.reject(ctx, e.what(), std::move(r));
-        }
-      }
-    } else {
-      (void)ctx;
-      for (auto& r : rows) emit(std::invoke(fn, std::move(r)));
-    }
+    q.each(rows, out, ctx, [&](arg_type r) { emit(std::invoke(fn, static_cast<arg_type>(r))); });
     return out;
   }
 
