@@ -41,16 +41,39 @@
 //    frames; support/pipeline_rig.hpp counts them). Wall time, not CPU
 //    time: a process waiting for fsync uses no CPU.
 //
-// One micro-batch per update(): update() reads everything its source holds,
-// so the rows of a whole run are appended up front (timer stopped) and a
-// gate (support/pipeline_rig.hpp) shows the pipeline one more batch before
-// each update. When the rows run out, the consumed ones are discarded and
+// 3. map_filter/...: rows per CPU second of a flow with transform stages,
+//    `.map(parse_event).filter(keep_event)` (a raw record of three int64, an
+//    int32 and a short string parsed into part 1's Row; 10% of the rows
+//    filtered out), into part 1's REPLACE USING target, batches of 1e3, 1e4
+//    and 1e5 raw rows, against the same two lambdas applied by hand:
+//      by_hand           one fused loop over the raw batch (each row parsed
+//                        into a local, moved into a reused vector if kept),
+//                        the kept rows moved into a MemorySource<Row>, the
+//                        same pipeline without stages;
+//      by_hand_two_pass  the same, but the loop does what the stages do:
+//                        every row parsed into the vector, then erase_if;
+//      stages            the raw rows appended to a MemorySource<RawEvent>,
+//                        the pipeline with the two stages.
+//    Each iteration appends one raw batch to the source (a copy: the raw
+//    batch is the pool's) and runs one update(); the rows read are discarded
+//    between iterations, timer stopped. stages / by_hand is the cost of the
+//    stages. paired runs the three in turn within each iteration, timing
+//    each on the thread's CPU clock (counters *_ns_per_row and the ratios
+//    stages_over_hand, two_pass_over_hand): on a shared machine the
+//    separate rows move by more than the difference asked about.
+//
+// One micro-batch per update() (parts 1 and 2): update() reads everything
+// its source holds, so the rows of a whole run are appended up front (timer
+// stopped) and a gate (support/pipeline_rig.hpp) shows the pipeline one
+// more batch before each update. When the rows run out, the consumed ones are discarded and
 // the next run appended, timer stopped (rarely: every 1e6 rows or so).
 //
 // FLOWLIB_BENCH_SMOKE=1: tiny sizes, and before the benchmarks run, both
 // ways of part 1 apply the same batches and must end with the same table,
-// each update must have run exactly one batch, and part 2's stream must
-// deliver what the dedup by hand emits; the program exits 1 otherwise.
+// each update must have run exactly one batch, part 2's stream must
+// deliver what the dedup by hand emits, and the three ways of part 3 must
+// end with the same table, the filter stage removing exactly the rows the
+// loop by hand leaves out; the program exits 1 otherwise.
 #include <flowlib/checkpoint/file.hpp>
 #include <flowlib/checkpoint/memory.hpp>
 #include <flowlib/flowlib.hpp>
@@ -63,6 +86,7 @@
 #include "support/smoke.hpp"
 
 #include <benchmark/benchmark.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -603,6 +627,276 @@ void check_commit() {
   }
 }
 
+// --- Part 3: transform stages against the same lambdas by hand --------------------
+
+/// A record as it arrives, before parsing and cleaning: an amount in cents,
+/// a quantity (0 on an empty order line, which the filter removes), the
+/// channel as sent.
+struct RawEvent {
+  std::int64_t id;
+  std::int64_t seq;
+  std::int64_t amount_cents;
+  std::int32_t qty;
+  std::string channel;  // short: fits the small-string buffer
+};
+
+// The same two lambdas for both ways: `.map(parse_event).filter(keep_event)`
+// in the pipeline, a loop calling them by hand.
+inline constexpr auto parse_event = [](const RawEvent& r) {
+  return Row{r.id, r.seq, r.seq, r.amount_cents * r.qty, r.amount_cents / 100, r.channel};
+};
+inline constexpr auto keep_event = [](const Row& r) { return r.a > 0; };
+
+/// The raw batches of one batch size (epoch 0; ids uniform over the key
+/// space, sequences rising, 10% of the rows with qty 0), shared by both
+/// ways, and the raw rows that fill the target first (every key, seq 0,
+/// none filtered). Epoch e's batches are epoch 0's with seq raised by
+/// e * rows().
+struct raw_pool {
+  std::int64_t batch;
+  std::uint64_t id;
+  std::vector<RawEvent> initial;
+  std::vector<std::vector<RawEvent>> batches;
+
+  raw_pool(std::int64_t b, std::uint64_t pool_id) : batch(b), id(pool_id) {
+    static constexpr std::array<const char*, 5> channels = {"ios", "android", "web", "tv", "desktop"};
+    std::mt19937_64 g(0x5a9e5u + static_cast<std::uint64_t>(b));
+    const std::int64_t keys = key_space();
+    auto make = [&](std::int64_t id_, std::int64_t seq, std::int32_t qty) {
+      return RawEvent{id_, seq, 1 + static_cast<std::int64_t>(g() % 100000), qty, channels[g() % channels.size()]};
+    };
+    initial.reserve(static_cast<std::size_t>(keys));
+    for (std::int64_t k = 0; k < keys; ++k) initial.push_back(make(k, 0, 1));
+    std::uniform_int_distribution<std::int64_t> key(0, keys - 1);
+    batches.resize(pool_batches());
+    std::int64_t next = 1;
+    for (auto& rows : batches) {
+      rows.reserve(static_cast<std::size_t>(b));
+      for (std::int64_t i = 0; i < b; ++i) rows.push_back(make(key(g), next++, static_cast<std::int32_t>(g() % 10)));
+    }
+  }
+  std::size_t pool_batches() const {
+    if (fb::smoke_mode()) return 3;
+    // At least 8 batches and 1e6 rows, so the input is not cache-hot.
+    return std::max<std::size_t>(8, static_cast<std::size_t>((1'000'000 + batch - 1) / batch));
+  }
+  std::int64_t rows() const { return static_cast<std::int64_t>(batches.size()) * batch; }
+};
+
+raw_pool& raw_pool_for(std::int64_t batch) {
+  static std::unique_ptr<raw_pool> pool;
+  static std::uint64_t next_id = 0x2000;
+  if (!pool || pool->batch != batch) {
+    pool.reset();
+    pool = std::make_unique<raw_pool>(batch, next_id++);
+  }
+  return *pool;
+}
+
+/// What both ways share: this rig's copy of the raw batches (raised epoch by
+/// epoch in place), a MemorySource of `SourceRow`, a REPLACE USING flow into
+/// a table that already holds every key, a MemoryCheckpoint. Each step
+/// appends one raw batch's rows to the source and runs one update(); between
+/// steps (timer stopped) the rows read are discarded, so the source holds
+/// one batch at a time. (Discarding rarely, in bulk, made MemorySource's
+/// discard_before() fault in fresh memory for the rows it moves out, on one
+/// row type and not the other: a difference between the rigs that was not
+/// the stages'.)
+template <class SourceRow>
+struct map_filter_rig_base {
+  explicit map_filter_rig_base(raw_pool& p) : pool(&p), batches(p.batches) {}
+
+  /// Drops the rows read so far; at the end of the batches, raises them to
+  /// the next epoch.
+  void between_batches() {
+    source.discard_before(source.latest());
+    if (cursor < batches.size()) return;
+    for (auto& b : batches)
+      for (auto& r : b) r.seq += pool->rows();
+    cursor = 0;
+  }
+
+  raw_pool* pool;
+  std::vector<std::vector<RawEvent>> batches;
+  std::size_t cursor = 0;
+  fl::MemorySource<SourceRow> source{"feed", {.change_history_rows = 0}};
+  fl::StreamingTable<Row> table{"target"};
+  fl::MemoryCheckpoint checkpoint;
+  fl::Pipeline pipeline{"bench", checkpoint};
+  fl::UpdateSummary summary;
+};
+
+/// The stages: the raw rows appended to the source as they are, the flow
+/// `.map(parse_event).filter(keep_event)`.
+struct stages_rig : map_filter_rig_base<RawEvent> {
+  static constexpr const char* name = "stages";
+  explicit stages_rig(raw_pool& p) : map_filter_rig_base(p) {
+    pipeline.flow("target")
+        .from(source)
+        .map(parse_event)
+        .filter(keep_event)
+        .max_rows_per_batch(static_cast<std::size_t>(p.batch))
+        .into(table, Replace{"target"});
+    source.append(p.initial);
+    pipeline.update();  // fills the table
+    between_batches();
+  }
+  void step() {
+    source.append(batches[cursor++]);
+    summary = pipeline.update();
+    benchmark::DoNotOptimize(summary.flows.data());
+  }
+};
+
+/// How the loop by hand applies the lambdas.
+enum class hand_loop {
+  fused,     ///< one pass: each row parsed into a local, moved into the vector if kept
+  two_pass,  ///< as the stages do: every row parsed into the vector, then std::erase_if
+};
+
+/// By hand: the same lambdas applied to the raw batch by a loop (see
+/// hand_loop), the kept rows moved into the source, the same flow without
+/// stages.
+template <hand_loop L>
+struct map_filter_by_hand_rig : map_filter_rig_base<Row> {
+  static constexpr const char* name = L == hand_loop::fused ? "by_hand" : "by_hand_two_pass";
+  explicit map_filter_by_hand_rig(raw_pool& p) : map_filter_rig_base(p) {
+    pipeline.flow("target")
+        .from(source)
+        .max_rows_per_batch(static_cast<std::size_t>(p.batch))
+        .into(table, Replace{"target"});
+    map_by_hand(p.initial);
+    pipeline.update();
+    between_batches();
+  }
+  void map_by_hand(const std::vector<RawEvent>& raw) {
+    typed.clear();
+    if constexpr (L == hand_loop::fused) {
+      for (const RawEvent& r : raw) {
+        Row row = parse_event(r);
+        if (keep_event(row)) typed.push_back(std::move(row));
+      }
+    } else {
+      for (const RawEvent& r : raw) typed.push_back(parse_event(r));
+      std::erase_if(typed, [](const Row& r) { return !keep_event(r); });
+    }
+    source.append(std::ranges::subrange(std::make_move_iterator(typed.begin()), std::make_move_iterator(typed.end())));
+  }
+  void step() {
+    map_by_hand(batches[cursor++]);
+    summary = pipeline.update();
+    benchmark::DoNotOptimize(summary.flows.data());
+  }
+  std::vector<Row> typed;
+};
+
+template <class Rig>
+void bm_map_filter(benchmark::State& state, std::int64_t batch) {
+  raw_pool& pool = raw_pool_for(batch);
+  Rig& rig = fb::fixture_in_slot<Rig>(pool.id, [&] { return std::make_unique<Rig>(pool); });
+  for (auto _ : state) {
+    rig.step();
+    state.PauseTiming();
+    rig.between_batches();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["time_per_row"] = benchmark::Counter(
+      static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+/// The three ways side by side, for paired timing: on a shared, noisy
+/// machine the separate rows above move by 10-30% from run to run, more
+/// than the difference asked about. Here each iteration runs one batch
+/// through each way, in a rotating order, and times each update on the
+/// thread's CPU clock, so that the three share the same moments of the
+/// machine's load.
+struct map_filter_trio {
+  explicit map_filter_trio(raw_pool& p) : hand(p), two_pass(p), stages(p) {}
+  map_filter_by_hand_rig<hand_loop::fused> hand;
+  map_filter_by_hand_rig<hand_loop::two_pass> two_pass;
+  stages_rig stages;
+};
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+void bm_map_filter_paired(benchmark::State& state, std::int64_t batch) {
+  raw_pool& pool = raw_pool_for(batch);
+  map_filter_trio& trio =
+      fb::fixture_in_slot<map_filter_trio>(pool.id, [&] { return std::make_unique<map_filter_trio>(pool); });
+  std::array<double, 3> spent{};  // hand, two_pass, stages
+  std::size_t turn = 0;
+  auto timed = [](auto& rig) {
+    const double t0 = thread_cpu_seconds();
+    rig.step();
+    return thread_cpu_seconds() - t0;
+  };
+  for (auto _ : state) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      switch ((turn + k) % 3) {
+        case 0: spent[0] += timed(trio.hand); break;
+        case 1: spent[1] += timed(trio.two_pass); break;
+        default: spent[2] += timed(trio.stages); break;
+      }
+    }
+    ++turn;
+    state.PauseTiming();
+    trio.hand.between_batches();
+    trio.two_pass.between_batches();
+    trio.stages.between_batches();
+    state.ResumeTiming();
+  }
+  // items: the raw rows of all three ways (each iteration runs the batch three times).
+  state.SetItemsProcessed(state.iterations() * batch * 3);
+  const double rows = static_cast<double>(state.iterations()) * static_cast<double>(batch);
+  state.counters["hand_ns_per_row"] = spent[0] / rows * 1e9;
+  state.counters["two_pass_ns_per_row"] = spent[1] / rows * 1e9;
+  state.counters["stages_ns_per_row"] = spent[2] / rows * 1e9;
+  state.counters["stages_over_hand"] = spent[0] > 0 ? spent[2] / spent[0] : 0;
+  state.counters["two_pass_over_hand"] = spent[0] > 0 ? spent[1] / spent[0] : 0;
+}
+
+/// Both ways run the same raw batches (wrapping into a second epoch, and
+/// discarding rows read) and must end with the same table; every update()
+/// must run exactly one batch, the stages removing what the loop by hand
+/// leaves out.
+void check_map_filter(std::int64_t batch) {
+  raw_pool& pool = raw_pool_for(batch);
+  auto hand = std::make_unique<map_filter_by_hand_rig<hand_loop::fused>>(pool);
+  auto two_pass = std::make_unique<map_filter_by_hand_rig<hand_loop::two_pass>>(pool);
+  auto stages = std::make_unique<stages_rig>(pool);
+  const std::string where = " (map_filter/batch:" + std::to_string(batch) + ")";
+  std::uint64_t filtered = 0;
+  const std::size_t steps = pool.batches.size() * 2 + 1;
+  for (std::size_t s = 0; s < steps; ++s) {
+    hand->step();
+    two_pass->step();
+    stages->step();
+    const auto* h = hand->summary.flow("target");
+    const auto* f = stages->summary.flow("target");
+    fb::require(f != nullptr && f->batches == 1 && f->input_rows == static_cast<std::uint64_t>(batch),
+                "each update() runs exactly one raw batch" + where);
+    fb::require(h != nullptr && h->batches == 1 && h->input_rows == hand->typed.size(),
+                "each update() by hand runs exactly the rows mapped by hand" + where);
+    fb::require(f->filtered_rows + h->input_rows == static_cast<std::uint64_t>(batch) &&
+                    f->upserted_rows == h->upserted_rows,
+                "the filter stage removes the rows the loop by hand leaves out" + where);
+    filtered += f->filtered_rows;
+    hand->between_batches();
+    two_pass->between_batches();
+    stages->between_batches();
+  }
+  fb::require(filtered > 0, "the filter removes rows" + where);
+  fb::require(hand->table.sorted_rows() == stages->table.sorted_rows(),
+              "by hand and the stages end with the same table" + where);
+  fb::require(two_pass->table.sorted_rows() == stages->table.sorted_rows(),
+              "by hand in two passes and the stages end with the same table" + where);
+}
+
 // --- Registration ------------------------------------------------------------------
 
 constexpr double default_min_time = 0.3;
@@ -626,6 +920,19 @@ template <class Rig>
 void register_overhead(const overhead_config& c, bool min_time_given) {
   auto* b = benchmark::RegisterBenchmark(("overhead/" + label(c) + "/" + Rig::name).c_str(),
                                          bm_overhead<Rig>, c);
+  b->Unit(benchmark::kMicrosecond);
+  if (!min_time_given) b->MinTime(fb::smoke_mode() ? 0.001 : default_min_time);
+}
+
+std::vector<std::int64_t> map_filter_batches() {
+  return fb::smoke_mode() ? std::vector<std::int64_t>{100, 1000} : std::vector<std::int64_t>{1000, 10000, 100000};
+}
+
+template <class Rig>
+void register_map_filter(std::int64_t batch, bool min_time_given) {
+  auto* b = benchmark::RegisterBenchmark(
+      ("map_filter/replace_using/batch:" + std::to_string(batch) + "/" + Rig::name).c_str(), bm_map_filter<Rig>,
+      batch);
   b->Unit(benchmark::kMicrosecond);
   if (!min_time_given) b->MinTime(fb::smoke_mode() ? 0.001 : default_min_time);
 }
@@ -655,6 +962,7 @@ int main(int argc, char** argv) {
   if (fb::smoke_mode()) {
     for (const auto& c : bench::overhead_configs()) bench::check_overhead(c);
     bench::check_commit();
+    for (std::int64_t b : bench::map_filter_batches()) bench::check_map_filter(b);
     std::printf("smoke checks passed: the pipeline and the flows by hand agree\n");
   }
   // Both ways of one configuration back to back, on the same pool.
@@ -663,6 +971,17 @@ int main(int argc, char** argv) {
     bench::register_overhead<bench::by_hand_rig<bench::hand_mode::journal>>(c, min_time_given);
     bench::register_overhead<bench::by_hand_rig<bench::hand_mode::runner>>(c, min_time_given);
     bench::register_overhead<bench::pipeline_rig>(c, min_time_given);
+  }
+  for (std::int64_t b : bench::map_filter_batches()) {
+    bench::register_map_filter<bench::map_filter_by_hand_rig<bench::hand_loop::fused>>(b, min_time_given);
+    bench::register_map_filter<bench::map_filter_by_hand_rig<bench::hand_loop::two_pass>>(b, min_time_given);
+    bench::register_map_filter<bench::stages_rig>(b, min_time_given);
+  }
+  for (std::int64_t b : bench::map_filter_batches()) {
+    auto* p = benchmark::RegisterBenchmark(("map_filter/replace_using/batch:" + std::to_string(b) + "/paired").c_str(),
+                                           bench::bm_map_filter_paired, b);
+    p->Unit(benchmark::kMicrosecond);
+    if (!min_time_given) p->MinTime(fb::smoke_mode() ? 0.001 : 3 * bench::default_min_time);
   }
   for (std::int64_t n : bench::state_sizes())
     for (auto k : {bench::commit_kind::by_hand, bench::commit_kind::memory, bench::commit_kind::file})

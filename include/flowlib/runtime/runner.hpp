@@ -305,17 +305,39 @@ class typed_flow_runner final : public flow_runner {
     }, stages_);
   }
   // Runs stage I and the ones after it; records each one's rows in and out.
+  // A map followed by a filter runs as one pass (stages.hpp, fused_pair_v),
+  // counted as the two stages it is.
   template <std::size_t I, class V>
   auto& run_stages(V& rows, stage_context& ctx) {
-    if constexpr (I == sizeof...(Stages)) {
+    constexpr std::size_t n = sizeof...(Stages);
+    if constexpr (I == n) {
       return rows;
     } else {
       auto& s = std::get<I>(stages_);
       const std::uint64_t in = rows.size();
-      auto& out = s.run(rows, ctx);
-      ctx.outcome.stages.push_back(StageMetrics{std::string(s.stage_kind()), in, out.size()});
-      return run_stages<I + 1>(out, ctx);
+      if constexpr (I + 1 < n) {
+        using Next = std::tuple_element_t<I + 1, std::tuple<Stages...>>;
+        if constexpr (fused_pair_v<std::remove_cvref_t<decltype(s)>, Next>) {
+          auto& f = std::get<I + 1>(stages_);
+          std::uint64_t mapped = 0;
+          auto& out = s.run_filtered(rows, f, ctx, mapped);
+          ctx.outcome.stages.push_back(StageMetrics{std::string(s.stage_kind()), in, mapped});
+          ctx.outcome.stages.push_back(StageMetrics{std::string(f.stage_kind()), mapped, out.size()});
+          return run_stages<I + 2>(out, ctx);
+        } else {
+          return run_one<I>(s, rows, ctx);
+        }
+      } else {
+        return run_one<I>(s, rows, ctx);
+      }
     }
+  }
+  template <std::size_t I, class S, class V>
+  auto& run_one(S& s, V& rows, stage_context& ctx) {
+    const std::uint64_t in = rows.size();
+    auto& out = s.run(rows, ctx);
+    ctx.outcome.stages.push_back(StageMetrics{std::string(s.stage_kind()), in, out.size()});
+    return run_stages<I + 1>(out, ctx);
   }
   template <class S>
   static void stateful_kind(const S& s, std::string& d) {

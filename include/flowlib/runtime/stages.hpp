@@ -181,6 +181,24 @@ struct map_stage {
     q.each(rows, out, ctx, [&](arg_type r) { out.push_back(std::invoke(fn, static_cast<arg_type>(r))); });
     return out;
   }
+  /// This map and the filter right after it, in one pass: a row the filter
+  /// removes is never stored, one it keeps is moved once (a map into a
+  /// buffer and a filter compacting it would move most rows twice). Returns
+  /// the filter's output; `mapped` gets the map's.
+  template <class Filter, class Ctx>
+  std::vector<output_type>& run_filtered(std::vector<In>& rows, Filter& filter, Ctx& ctx, std::uint64_t& mapped) {
+    out.clear();
+    out.reserve(rows.size());
+    std::uint64_t n = 0;
+    q.each(rows, out, ctx, [&](arg_type r) {
+      output_type o = std::invoke(fn, static_cast<arg_type>(r));
+      ++n;
+      if (std::invoke(filter.pred, std::as_const(o))) out.push_back(std::move(o));
+    });
+    mapped = n;
+    ctx.outcome.filtered_rows += n - out.size();
+    return out;
+  }
 };
 
 /// filter(pred): keeps the rows for which pred holds; the others are
@@ -204,6 +222,18 @@ struct filter_stage {
     return rows;
   }
 };
+
+template <class T>
+struct is_map_stage : std::false_type {};
+template <class In, class Fn, class QTable>
+struct is_map_stage<map_stage<In, Fn, QTable>> : std::true_type {};
+template <class T>
+struct is_filter_stage : std::false_type {};
+template <class Row, class Pred>
+struct is_filter_stage<filter_stage<Row, Pred>> : std::true_type {};
+/// Whether stage A followed by stage B run as one pass (a map, then a filter).
+template <class A, class B>
+inline constexpr bool fused_pair_v = is_map_stage<A>::value && is_filter_stage<B>::value;
 
 /// The rows a range yields, as its elements' value type.
 template <class R>
