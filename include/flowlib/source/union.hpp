@@ -12,11 +12,15 @@
 //
 // Batches. plan(from, limit) with limit 0 takes everything each source has
 // up to its latest(); otherwise each source is first offered an equal share
-// of the limit (the first sources one row more when it does not divide),
-// then what the others left unused, in source order; so a source that keeps
-// receiving rows cannot starve the others. read() returns source 0's rows
-// of the batch, then source 1's, ...: the order within a batch is
-// deterministic. delivery() is at_least_once when any source's is.
+// of the limit, then what the others left unused. When the limit does not
+// divide, the sources offered one row more, and the order in which unused
+// rows are offered, start at source (sum of `from`'s offsets) mod the
+// number of sources: a function of `from`, so a replay plans the same
+// batch, and one that moves on as batches are read, so a source that keeps
+// receiving rows cannot starve the others, even with fewer rows per batch
+// than sources. read() returns source 0's rows of the batch, then source
+// 1's, ...: the order within a batch is deterministic. delivery() is
+// at_least_once when any source's is.
 #pragma once
 
 #include <flowlib/error.hpp>
@@ -62,23 +66,30 @@ class UnionSource {
       each([&](std::size_t i, const auto& s) { parts[i] = s.plan(slice(from, i), 0); });
       return join(parts);
     }
-    // An equal share first, then what the others left, in source order.
+    // An equal share first, then what the others left, both starting at
+    // the source `first` (see the header comment).
+    std::uint64_t sum = 0;
+    for (const auto& [part, off] : from.partitions()) sum += off;
+    const std::size_t first = static_cast<std::size_t>(sum % size);
+    const auto turn = [&](std::size_t i) { return (i + size - first) % size; };  // 0 for `first`
     std::uint64_t used = 0;
     each([&](std::size_t i, const auto& s) {
-      const std::size_t share = limit / size + (i < limit % size ? 1 : 0);
+      const std::size_t share = limit / size + (turn(i) < limit % size ? 1 : 0);
       const auto f = slice(from, i);
       parts[i] = share == 0 ? f : s.plan(f, share);
       taken[i] = parts[i].rows_after(f);
       used += taken[i];
     });
-    each([&](std::size_t i, const auto& s) {
-      if (used >= limit) return;
-      const auto f = slice(from, i);
-      parts[i] = s.plan(f, static_cast<std::size_t>(taken[i] + (limit - used)));
-      const auto now = parts[i].rows_after(f);
-      used += now - taken[i];
-      taken[i] = now;
-    });
+    for (std::size_t k = 0; k < size && used < limit; ++k) {
+      each([&](std::size_t i, const auto& s) {
+        if (turn(i) != k) return;
+        const auto f = slice(from, i);
+        parts[i] = s.plan(f, static_cast<std::size_t>(taken[i] + (limit - used)));
+        const auto now = parts[i].rows_after(f);
+        used += now - taken[i];
+        taken[i] = now;
+      });
+    }
     return join(parts);
   }
   template <class Row>
