@@ -270,9 +270,9 @@ class flow_builder {
       }
     }();
     using U = decltype(std::apply([](const auto*... s) { return UnionSource(*s...); }, sources));
-    auto* u = keep<U>(U(sources));
-    return flow_builder<U, false, Checks>(*p_, std::move(name_), const_cast<U*>(u), std::move(checks_),
-                                          std::tuple<>{}, limit_, nullptr, {});
+    U* u = keep<U>(U(sources));
+    return flow_builder<U, false, Checks>(*p_, std::move(name_), u, std::move(checks_), std::tuple<>{},
+                                          limit_, nullptr, {});
   }
 
   /// map(fn): each row becomes fn(row); the row type may change
@@ -542,12 +542,12 @@ class flow_builder {
   // Keeps a temporary alive for the pipeline's lifetime; an lvalue is the
   // program's to keep.
   template <class T, class S>
-  const T* keep(S&& s) {
+  auto* keep(S&& s) {
     if constexpr (std::is_lvalue_reference_v<S>) {
       return &s;
     } else {
       auto owned = std::make_shared<T>(std::forward<S>(s));
-      const T* ptr = owned.get();
+      T* ptr = owned.get();
       p_->keep_alive(std::move(owned));
       return ptr;
     }

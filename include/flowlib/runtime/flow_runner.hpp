@@ -8,7 +8,8 @@
 // A batch, as the runner sees it:
 //   begin()        start the journals of every table the batch writes;
 //   run()          read the rows between the planned positions, run the
-//                  stages (operators, quarantine) in declaration order, apply
+//                  stages (map, filter, flat_map, view, lookup, operators,
+//                  quarantine) in declaration order, apply
 //                  the flow policy with its expectations, write quarantined
 //                  rows, copy the rows inserted into the target to its append
 //                  log when a TableSource reads it;

@@ -3,7 +3,8 @@
 // typed_flow_runner: the one runner. It drives any flow policy that meets
 // the flow contract (flows/contract.hpp) through the batch protocol's steps
 // (runtime/flow_runner.hpp): read the planned rows from the source, run the
-// stages in order (runtime/stages.hpp), apply_batch() with the flow's
+// stages in order (runtime/stages.hpp, runtime/lookup.hpp: each takes the
+// previous one's rows, and may change their type), apply_batch() with the flow's
 // expectations, write quarantined rows, copy changed rows to the target's
 // append log when a TableSource reads it. Types are erased once per batch:
 // the protocol makes a handful of indirect calls per micro-batch and none
@@ -53,8 +54,6 @@ template <class Source, class Target, class Policy, class Checks, class... Stage
 class typed_flow_runner final : public flow_runner {
  public:
   using row_type = typename Source::row_type;
-  /// The rows the flow policy receives: the last stage's output.
-  using output_row = stages_output_t<row_type, Stages...>;
   static constexpr bool sink = std::is_same_v<Target, no_table>;
   static constexpr bool reads_sources = requires { requires Policy::reads_sources; };
 
@@ -314,10 +313,10 @@ class typed_flow_runner final : public flow_runner {
       return rows;
     } else {
       auto& s = std::get<I>(stages_);
-      const std::uint64_t in = rows.size();
       if constexpr (I + 1 < n) {
         using Next = std::tuple_element_t<I + 1, std::tuple<Stages...>>;
         if constexpr (fused_pair_v<std::remove_cvref_t<decltype(s)>, Next>) {
+          const std::uint64_t in = rows.size();
           auto& f = std::get<I + 1>(stages_);
           std::uint64_t mapped = 0;
           auto& out = s.run_filtered(rows, f, ctx, mapped);
