@@ -34,7 +34,7 @@
 #include <flowlib/flowlib.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
-#include "print_table.hpp"
+#include "print.hpp"
 
 #include <algorithm>
 #include <array>
@@ -148,17 +148,7 @@ void declare(fl::Pipeline& pipeline, D& d) {
 
 // --- The event log, printed; self-checks --------------------------------------
 
-/// The value of "key" in one event line: enough for the flat fields printed
-/// here (a real program gives the line to its logging system as it is).
-std::string field(std::string_view line, std::string_view key) {
-  const std::string k = "\"" + std::string(key) + "\":";
-  std::size_t at = line.find(k);
-  if (at == std::string_view::npos) return "";
-  at += k.size();
-  std::string_view v = line.substr(at, line.find_first_of(",}", at) - at);
-  if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
-  return std::string(v);
-}
+using print::field;
 
 std::vector<std::string> event_lines;  // every line, for the checks
 

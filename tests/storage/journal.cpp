@@ -531,7 +531,7 @@ TEST_CASE("journal: after reserve(n), n inserts and emplace_each allocate nothin
   }
 }
 
-TEST_CASE("store: changes() grows with every change of the rows and only then") {
+TEST_CASE("store: changes() grows with every change of the rows and only then (R-STAGE-6: a lookup keeps its index while it is unchanged)") {
   // A lookup stage keeps its index of a dimension while changes() is
   // unchanged (runtime/lookup.hpp), so every way of changing the rows must
   // move it, and reading must not.

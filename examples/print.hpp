@@ -1,7 +1,9 @@
-// examples/print_table.hpp: a small table printer for rows with
-// FLOWLIB_SCHEMA, shared by the examples (copy it along with one).
+// examples/print.hpp: what the examples print with (copy it along with
+// one): an aligned table of rows with FLOWLIB_SCHEMA, and the flat fields of
+// an event log line.
 //
 //   print::table("bookings_current", table.sorted_rows());
+//   print::field(line, "status");   // COMPLETED
 #pragma once
 
 #include <flowlib/schema.hpp>
@@ -96,6 +98,19 @@ void table(std::string_view title, const Rows& rows) {
   rule();
   for (const auto& line : lines) out(line);
   rule();
+}
+
+/// The value of "key" in one event line, unquoted: enough for the flat
+/// fields the examples print (a real program gives the line to its logging
+/// system as it is).
+inline std::string field(std::string_view line, std::string_view key) {
+  const std::string k = "\"" + std::string(key) + "\":";
+  std::size_t at = line.find(k);
+  if (at == std::string_view::npos) return "";
+  at += k.size();
+  std::string_view v = line.substr(at, line.find_first_of(",}", at) - at);
+  if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+  return std::string(v);
 }
 
 }  // namespace print
