@@ -568,8 +568,9 @@ TEST_CASE_TEMPLATE("detail::insert_made (SCD2's new versions): in the slot "
                    Storage, FLOWTEST_STORAGE_POLICIES) {
   using Store = typename Storage::template store<Moved>;
   constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return Moved(0); }); };
-  // SqliteStorage's store is the memory store (its working set).
-  CHECK(in_place == (std::is_same_v<Storage, fl::MemoryStorage> || std::is_same_v<Storage, fl::SqliteStorage>));
+  // SqliteStorage's and FileStorage's stores are the memory store (their working set).
+  CHECK(in_place == (std::is_same_v<Storage, fl::MemoryStorage> || std::is_same_v<Storage, fl::SqliteStorage> ||
+                     std::is_same_v<Storage, fl::FileStorage>));
   Store s;
   s.reserve(2);
   moves = 0;

@@ -23,12 +23,15 @@
 // A suite that passes on both proves the flows rely on the row_store
 // contract only, not on the memory store's internals.
 //
-// The list also holds flowlib::SqliteStorage: unattached to a database (no
-// pipeline opened it), it must behave exactly as the memory store, which
-// these suites check (tests/storage/sqlite/ covers it attached).
+// The list also holds the durable policies flowlib::SqliteStorage and
+// flowlib::FileStorage: unattached (no pipeline opened them, so no database
+// or checkpoint holds their rows) each must behave exactly as the memory
+// store, which these suites check (tests/storage/sqlite/ and
+// tests/storage/file/ cover them attached).
 #pragma once
 
 #include <flowlib/error.hpp>
+#include <flowlib/storage/file.hpp>
 #include <flowlib/storage/memory.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
@@ -123,13 +126,16 @@ struct DequeStorage {
 };
 
 /// Every storage policy the semantics suites are instantiated for.
-using storage_policies = std::tuple<flowlib::MemoryStorage, DequeStorage, flowlib::SqliteStorage>;
+using storage_policies =
+    std::tuple<flowlib::MemoryStorage, DequeStorage, flowlib::SqliteStorage, flowlib::FileStorage>;
 
 }  // namespace flowtest
 
 /// The type list for TEST_CASE_TEMPLATE (doctest takes the types inline).
-#define FLOWTEST_STORAGE_POLICIES flowlib::MemoryStorage, flowtest::DequeStorage, flowlib::SqliteStorage
+#define FLOWTEST_STORAGE_POLICIES \
+  flowlib::MemoryStorage, flowtest::DequeStorage, flowlib::SqliteStorage, flowlib::FileStorage
 
 TYPE_TO_STRING(flowlib::MemoryStorage);
 TYPE_TO_STRING(flowtest::DequeStorage);
 TYPE_TO_STRING(flowlib::SqliteStorage);
+TYPE_TO_STRING(flowlib::FileStorage);

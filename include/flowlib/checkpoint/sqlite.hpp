@@ -81,6 +81,10 @@ class SqliteCheckpoint final : public checkpoint_store {
         db_(std::make_shared<detail::sqlite_connection>(std::move(path), options)) {
     const auto& c = *db_;
     check_version();
+    if (options_.cache_kib > 0) {
+      c.exec("PRAGMA cache_size=-" + std::to_string(options_.cache_kib), errc::checkpoint_io, owner(),
+             "setting the page cache of " + describe());
+    }
     if (!options_.read_only) {
       c.exec("PRAGMA journal_mode=WAL", errc::checkpoint_io, owner(), "setting the WAL journal on " + describe());
       static constexpr const char* levels[] = {"OFF", "NORMAL", "FULL", "EXTRA"};

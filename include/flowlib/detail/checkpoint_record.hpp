@@ -29,8 +29,8 @@
 //
 // Record paths are '/'-separated components (store.hpp); check_record_path()
 // refuses what could escape a file checkpoint's directory or collide with
-// its temporary files: an empty component, "." or "..", a component that
-// starts with ".tmp-", a NUL byte.
+// its temporary files and journals: an empty component, "." or "..", a
+// component that starts with ".tmp-" or ".journal-", a NUL byte.
 #pragma once
 
 #include <flowlib/detail/crc32.hpp>
@@ -54,6 +54,9 @@ inline constexpr std::size_t checkpoint_record_overhead = checkpoint_record_head
 /// Prefix of a file checkpoint's temporary files; no record path component
 /// may start with it.
 inline constexpr std::string_view checkpoint_temp_prefix = ".tmp-";
+/// Prefix of a file checkpoint's batch journals (checkpoint/file.hpp); no
+/// record path component may start with it.
+inline constexpr std::string_view checkpoint_journal_prefix = ".journal-";
 /// The `flow` of the flowlib::error a checkpoint store throws (the error's
 /// detail names the store and the record).
 inline constexpr std::string_view checkpoint_error_owner = "checkpoint";
@@ -80,6 +83,19 @@ inline std::string checkpoint_hex32(std::uint32_t v) {
   return s;
 }
 
+/// `name` in lowercase hex, "_" when empty: any name as a safe record path
+/// component.
+inline std::string checkpoint_name_hex(std::string_view name) {
+  constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(name.size() * 2);
+  for (unsigned char c : name) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out.empty() ? std::string("_") : out;
+}
+
 /// "record 'flows/x/1' in memory checkpoint": how stores name a record.
 inline std::string checkpoint_where(std::string_view path, std::string_view store) {
   std::string w = "record '";
@@ -89,17 +105,31 @@ inline std::string checkpoint_where(std::string_view path, std::string_view stor
   return w;
 }
 
+/// Overwrites `width` bytes of `out` at `at` with `v`, little-endian.
+inline void checkpoint_put_le_at(std::string& out, std::size_t at, std::uint64_t v, std::size_t width) {
+  for (std::size_t i = 0; i < width; ++i) out[at + i] = static_cast<char>((v >> (8 * i)) & 0xffu);
+}
+
+/// @brief Frames a record built in place: `out` holds checkpoint_record_header
+/// bytes (any value), then the payload; fills in the header and appends the
+/// checksum (a writer that builds its payload in the output saves a copy).
+inline void frame_close(std::string& out) {
+  const std::size_t payload = out.size() - checkpoint_record_header;
+  out.replace(0, checkpoint_record_magic.size(), checkpoint_record_magic);
+  checkpoint_put_le_at(out, 4, checkpoint_record_version, 2);
+  checkpoint_put_le_at(out, 6, 0, 2);
+  checkpoint_put_le_at(out, 8, payload, 8);
+  checkpoint_put_le(out, crc32c(out), 4);
+}
+
 /// @brief The record holding `payload` (see the header comment for the
 /// layout).
 inline std::string frame(std::string_view payload) {
   std::string out;
   out.reserve(payload.size() + checkpoint_record_overhead);
-  out.append(checkpoint_record_magic);
-  checkpoint_put_le(out, checkpoint_record_version, 2);
-  checkpoint_put_le(out, 0, 2);
-  checkpoint_put_le(out, payload.size(), 8);
+  out.assign(checkpoint_record_header, '\0');
   out.append(payload);
-  checkpoint_put_le(out, crc32c(out), 4);
+  frame_close(out);
   return out;
 }
 
@@ -192,6 +222,10 @@ inline void check_record_path(std::string_view path, std::string_view store, boo
     if (part.starts_with(checkpoint_temp_prefix)) {
       bad("a component must not start with '" + std::string(checkpoint_temp_prefix) +
           "' (reserved for temporary files)");
+    }
+    if (part.starts_with(checkpoint_journal_prefix)) {
+      bad("a component must not start with '" + std::string(checkpoint_journal_prefix) +
+          "' (reserved for batch journals)");
     }
     if (part.find('\0') != std::string_view::npos) bad("NUL byte");
     if (slash == std::string_view::npos) break;

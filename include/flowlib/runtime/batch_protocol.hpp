@@ -5,7 +5,10 @@
 // batch of flow F, in order:
 //   1. its positions (from, to) are recorded in the checkpoint's offset log,
 //      unless an uncommitted batch already recorded them: then it is
-//      replayed with the same positions (a source must still hold them);
+//      replayed with the same positions (a source must still hold them).
+//      A flow into tables records them in the batch's transaction (on a
+//      store with transactions, SqliteCheckpoint, a batch is one
+//      transaction); a sink's are recorded before, on their own;
 //   2. the flow's runner reads the rows and applies them, with the tables'
 //      journals open (runtime/flow_runner.hpp); durable tables write their
 //      changes in the batch's transaction;
@@ -124,6 +127,7 @@ class batch_protocol {
     FlowProgress progress{r.name(), 0, 0, latest.rows_after(from)};
     for (;;) {
       planned_batch p;
+      bool fresh = false;
       if (auto planned = log_.planned(r.name(), next)) {
         p = std::move(*planned);  // an uncommitted batch: replay the same positions
         require_held(r, p.to, latest, "planned");
@@ -131,10 +135,16 @@ class batch_protocol {
         p.from = from;
         p.to = clamp(r.plan(from, limit), latest);
         if (p.to == p.from && !(r.once() && next == 0)) break;
-        log_.write_planned(r.name(), next, p);
+        fresh = true;
       }
-      fault(fault_point::positions_recorded, r.name(), next);
-      const batch_outcome out = run_batch(r, p, next, update_id);
+      // A flow into tables records its positions in the batch's own
+      // transaction (one per batch on a store that has them): a failure
+      // undoes both, and the replay plans again from the committed end. A
+      // sink's positions are recorded first, on their own: what the sink
+      // did cannot be undone, so a replay must show it the same batch.
+      const bool together = fresh && r.target_table() != nullptr;
+      if (fresh && !together) log_.write_planned(r.name(), next, p);
+      const batch_outcome out = run_batch(r, p, next, update_id, together);
       sum.batches += 1;
       static_cast<FlowRowCounts&>(sum) += out.counts();
       progress.batches += 1;
@@ -148,8 +158,8 @@ class batch_protocol {
   }
 
  private:
-  batch_outcome run_batch(flow_runner& r, const planned_batch& p,
-                                  std::uint64_t n, std::uint64_t update_id) {
+  batch_outcome run_batch(flow_runner& r, const planned_batch& p, std::uint64_t n,
+                          std::uint64_t update_id, bool record_positions) {
     const auto started = std::chrono::steady_clock::now();
     const auto& track = r.snapshots;
     const bool snapshot = !track.any || (track.batches_since >= options_.snapshot_interval &&
@@ -159,9 +169,11 @@ class batch_protocol {
     bool commit_written = false;
     try {
       store_->begin_batch();
-      r.begin();
+      r.begin();  // the tables' journals: a failure from here on is undone through them
+      if (record_positions) log_.write_planned(r.name(), n, p);
+      fault(fault_point::positions_recorded, r.name(), n);
       out = r.run(p, n, options_.fault_hook);
-      r.persist();  // durable tables: the changes, in the batch's transaction
+      r.persist(durable_writer{r.name(), n});  // durable tables: the batch's changes
       std::string bytes;
       std::uint64_t written = 0;
       for (std::size_t c = 0; c < r.components(); ++c) {

@@ -30,6 +30,7 @@
 
 #include <flowlib/checkpoint/store.hpp>
 #include <flowlib/detail/byte_codec.hpp>
+#include <flowlib/detail/checkpoint_record.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/source/position.hpp>
 
@@ -70,16 +71,7 @@ class checkpoint_log {
 
   checkpoint_store& store() const noexcept { return *store_; }
 
-  static std::string hex(std::string_view name) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(name.size() * 2);
-    for (unsigned char c : name) {
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    }
-    return out.empty() ? std::string("_") : out;
-  }
+  static std::string hex(std::string_view name) { return checkpoint_name_hex(name); }
   static std::string batch_name(std::uint64_t n) {
     std::string s = std::to_string(n);
     return std::string(20 - s.size(), '0') + s;

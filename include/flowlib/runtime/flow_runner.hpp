@@ -31,6 +31,7 @@
 #include <flowlib/runtime/options.hpp>
 #include <flowlib/source/position.hpp>
 #include <flowlib/stats.hpp>
+#include <flowlib/storage/durable.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -139,18 +140,20 @@ class flow_runner {
   /// Removes the flow's rows from its quarantine tables (a full refresh).
   virtual void forget_quarantined() = 0;
   /// Attaches each table the flow writes, and the table it reads through a
-  /// TableSource, whose store has an attach hook (SqliteStorage) to the
-  /// pipeline's checkpoint `store`, loading its rows and append log; a
-  /// table already in `attached` is skipped, an attached one is added.
-  /// Throws what the store's attach() throws.
-  virtual void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) {
+  /// TableSource, whose store has an attach hook (SqliteStorage,
+  /// FileStorage) to the pipeline's checkpoint `store`, loading its rows and
+  /// append log; a table already in `attached` is skipped, an attached one
+  /// is added. Throws what the store's attach() throws.
+  virtual void attach_tables(checkpoint_store& store, const durable_context& context,
+                             std::vector<const void*>& attached) {
     (void)store;
+    (void)context;
     (void)attached;
   }
-  /// Writes the changes of the running batch (or of a full refresh) to the
-  /// durable tables the flow writes (storage/sqlite.hpp's write_changes());
-  /// nothing for other tables.
-  virtual void persist() {}
+  /// Writes the changes of the running batch (or of a full refresh: `by`
+  /// names no flow) to the durable tables the flow writes (the stores'
+  /// write_changes()); nothing for other tables.
+  virtual void persist(const durable_writer& by) { (void)by; }
 
   /// Copy the rows each batch inserts into the target to its append log
   /// (a TableSource reads the target).

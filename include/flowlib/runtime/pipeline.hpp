@@ -170,33 +170,62 @@ class Pipeline final : private detail::flow_registry {
       throw error(errc::invalid_argument, table.name(), "", "",
                   "no flow of pipeline '" + name_ + "' writes this table");
     }
-    // One transaction for a store that has them (SqliteCheckpoint): the
-    // durable tables are emptied together with the records removed.
+    refresh(writers, table.name());
+    for (auto* r : writers) protocol_.restore(*r);  // empty records: fresh state, bound to the emptied table
+  }
+
+ private:
+  // Empties the table `writers` write and resets their records (R-EXACT-5).
+  // One transaction for a store that has them (SqliteCheckpoint); on a
+  // store without (FileCheckpoint) the intent record "refreshes/<hex of the
+  // table>" is written once the table accepted the refresh and removed
+  // last: a refresh cut short by a crash or a failure is finished when the
+  // pipeline next opens, so the table and its flows' records never
+  // disagree. The caller restores the writers' state afterwards.
+  void refresh(const std::vector<detail::flow_runner*>& writers, std::string_view table) {
+    const std::string intent = "refreshes/" + detail::checkpoint_log::hex(table);
     store_->begin_batch();
     bool changed = false;
     try {
       writers.front()->refresh_target();  // throws, changing nothing, when refused
       changed = true;
-      for (auto* r : writers) {
-        log_.reset_flow(r->name());
-        r->forget_quarantined();
-      }
-      for (auto* r : writers) r->persist();
+      store_->write(intent, table);
+      for (auto* r : writers) r->forget_quarantined();
+      // The emptied tables are written before the flows' records go: a
+      // durable table's records count by their writers' commits, which the
+      // reset removes, so its new image must already be there.
+      for (auto* r : writers) r->persist(durable_writer{});
+      for (auto* r : writers) log_.reset_flow(r->name());
+      store_->remove(intent);
       store_->commit_batch();
     } catch (...) {
       store_->abort_batch();
-      // Memory and database may differ now: the next update opens the
-      // pipeline again, reloading the durable tables and the flows' state.
+      // Memory and checkpoint may differ now: the next update opens the
+      // pipeline again, reloading the durable tables and the flows' state
+      // (and finishing the refresh when its intent record stayed).
       if (changed) opened_ = false;
       throw;
     }
-    for (auto* r : writers) {
-      r->commit();  // durable tables: what persist() wrote is committed
-      protocol_.restore(*r);  // empty records: fresh state, bound to the emptied table
+    for (auto* r : writers) r->commit();  // durable tables: what persist() wrote is committed
+  }
+
+  // Finishes the refreshes an earlier process or update left unfinished
+  // (see refresh()); after the durable tables are attached.
+  void finish_refreshes() {
+    for (const auto& name : store_->list("refreshes")) {
+      std::vector<detail::flow_runner*> writers;
+      for (auto& r : runners_)
+        if (detail::checkpoint_log::hex(r->target_name()) == name) writers.push_back(r.get());
+      if (writers.empty()) {
+        throw error(errc::checkpoint_mismatch, name_, "", "",
+                    "the " + store_->describe() + " holds an unfinished full refresh of a table "
+                    "(record 'refreshes/" + name + "') that no flow of this pipeline writes; "
+                    "declare the flows that write it, so that the refresh can be finished");
+      }
+      refresh(writers, writers.front()->target_name());
     }
   }
 
- private:
   // --- Declaration (detail::flow_registry) -------------------------------------------
 
   void add_flow(std::unique_ptr<detail::flow_runner> runner, const void* target,
@@ -258,7 +287,8 @@ class Pipeline final : private detail::flow_registry {
                     store_->durable()
                         ? "the " + store_->describe() + " is durable but the flow's tables are "
                               "not: after a restart the checkpoint would skip rows the tables "
-                              "lost; use durable tables, or a MemoryCheckpoint"
+                              "lost; use durable tables (flowlib::FileStorage, or SqliteStorage with a "
+                              "SqliteCheckpoint), or a MemoryCheckpoint"
                         : "the " + store_->describe() + " is volatile but the flow's tables are "
                               "durable: after a restart every row would be applied again; use a "
                               "durable checkpoint (FileCheckpoint)");
@@ -268,7 +298,14 @@ class Pipeline final : private detail::flow_registry {
     // database before anything is written and before the flows restore
     // their state from them; a table that does not suit is refused here.
     std::vector<const void*> attached;
-    for (auto& r : runners_) r->attach_tables(*store_, attached);
+    durable_context context;
+    context.committed = [this](std::string_view flow, std::uint64_t batch) {
+      const auto last = log_.last_commit(flow);
+      return last && last->batch >= batch;
+    };
+    context.snapshot_interval = options_.snapshot_interval;
+    for (auto& r : runners_) r->attach_tables(*store_, context, attached);
+    finish_refreshes();
     std::vector<std::pair<detail::flow_runner*, import_plan>> imports;
     for (auto& r : runners_) {
       if (r->import_from == nullptr || log_.imported(r->name())) continue;

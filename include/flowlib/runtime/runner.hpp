@@ -144,6 +144,7 @@ class typed_flow_runner final : public flow_runner {
       log_end_ = target_->append_log().end_offset();
     }
     for_each_quarantine([](auto& q) { q.table->store().begin_journal(); });
+    begun_ = true;
   }
 
   batch_outcome run(const planned_batch& p, std::uint64_t batch_id, const fault_hook_fn& fault) override {
@@ -209,13 +210,17 @@ class typed_flow_runner final : public flow_runner {
   }
 
   void commit() noexcept override {
+    begun_ = false;
     if constexpr (!sink) target_->store().commit_journal();
     for_each_quarantine([](auto& q) { q.table->store().commit_journal(); });
   }
   void rollback() noexcept override {
+    // A batch that failed before begin() (its store's transaction could not
+    // start) changed nothing: the append log's mark is the last batch's.
+    const bool begun = std::exchange(begun_, false);
     if constexpr (!sink) {
       if (target_->store().journaling()) target_->store().rollback_journal();
-      target_->append_log().truncate_to(log_end_);
+      if (begun) target_->append_log().truncate_to(log_end_);
     }
     for_each_quarantine([](auto& q) {
       q.pending.clear();
@@ -248,35 +253,49 @@ class typed_flow_runner final : public flow_runner {
     });
   }
 
-  void attach_tables(checkpoint_store& store, std::vector<const void*>& attached) override {
-    if constexpr (!sink) attach_table(*target_, store, attached);
+  void attach_tables(checkpoint_store& store, const durable_context& context,
+                     std::vector<const void*>& attached) override {
+    const auto attach_table = [&](auto& t) { attach_durable(t, store, context, attached); };
+    if constexpr (!sink) attach_table(*target_);
     // A durable table read through a TableSource: its append log is loaded
     // (normally its writer, a flow of the same pipeline, attached it
     // already); a lookup's dimension: its rows.
-    for_each_source_table(*source_, [&](auto& t) { attach_table(t, store, attached); });
-    for_each_lookup([&](auto& t) { attach_table(t, store, attached); });
-    for_each_quarantine([&](auto& q) { attach_table(*q.table, store, attached); });
+    for_each_source_table(*source_, attach_table);
+    for_each_lookup(attach_table);
+    for_each_quarantine([&](auto& q) { attach_table(*q.table); });
   }
-  void persist() override {
-    if constexpr (!sink) persist_table(*target_);
-    for_each_quarantine([&](auto& q) { persist_table(*q.table); });
+  void persist(const durable_writer& by) override {
+    if constexpr (!sink) persist_table(*target_, by);
+    for_each_quarantine([&](auto& q) { persist_table(*q.table, by); });
   }
 
   Policy& policy() noexcept { return policy_; }
 
  private:
+  // A durable store's hooks (storage/durable.hpp): FileStorage takes the
+  // context and the writer, SqliteStorage neither.
   template <class T>
-  static void attach_table(T& t, checkpoint_store& store, std::vector<const void*>& attached) {
-    if constexpr (requires { t.store().attach(store, t.name(), t.append_log()); }) {
+  static void attach_durable(T& t, checkpoint_store& store, const durable_context& context,
+                             std::vector<const void*>& attached) {
+    constexpr bool with_context = requires { t.store().attach(store, t.name(), t.append_log(), context); };
+    if constexpr (with_context || requires { t.store().attach(store, t.name(), t.append_log()); }) {
       for (const void* p : attached)
         if (p == static_cast<const void*>(&t)) return;
-      t.store().attach(store, t.name(), t.append_log());
+      if constexpr (with_context) {
+        t.store().attach(store, t.name(), t.append_log(), context);
+      } else {
+        t.store().attach(store, t.name(), t.append_log());
+      }
       attached.push_back(&t);
     }
   }
   template <class T>
-  static void persist_table(T& t) {
-    if constexpr (requires { t.store().write_changes(); }) t.store().write_changes();
+  static void persist_table(T& t, const durable_writer& by) {
+    if constexpr (requires { t.store().write_changes(by); }) {
+      t.store().write_changes(by);
+    } else if constexpr (requires { t.store().write_changes(); }) {
+      t.store().write_changes();
+    }
   }
   template <class Store>
   static constexpr bool store_durable() {
@@ -363,6 +382,7 @@ class typed_flow_runner final : public flow_runner {
   std::vector<row_type> rows_;
   std::vector<row_id> changed_;
   std::uint64_t log_end_ = 0;
+  bool begun_ = false;  // begin() ran, and no commit() or rollback() since
 };
 
 }  // namespace flowlib::detail

@@ -140,6 +140,16 @@ class sqlite_table_sql {
     return sql + values + ")";
   }
 
+  /// UPDATE of every column but the id (parameter 1) by id.
+  static std::string update_sql(const std::string& table, const columns& cols) {
+    std::string sql = "UPDATE " + sql_quote(table) + " SET ";
+    for (std::size_t i = 1; i < cols.size(); ++i) {
+      if (i != 1) sql += ", ";
+      sql += sql_quote(cols[i].name) + " = ?" + std::to_string(i + 1);
+    }
+    return sql + " WHERE " + sql_quote(cols[0].name) + " = ?1";
+  }
+
   static std::string select_sql(const std::string& table, const columns& cols) {
     std::string sql = "SELECT ";
     for (std::size_t i = 0; i < cols.size(); ++i) sql += (i != 0 ? ", " : "") + sql_quote(cols[i].name);
@@ -279,6 +289,14 @@ class sqlite_table_sql {
   sqlite_stmt& upsert() {
     return prepared(stmts_.upsert, [&] { return insert_sql(table_, row_cols_); });
   }
+  /// UPDATE of a row that exists, its id bound to parameter 1 (a row type
+  /// with no column but the id has nothing to update: then the upsert).
+  sqlite_stmt& update() {
+    if (row_cols_.size() < 2) return upsert();
+    return prepared(stmts_.update, [&] { return update_sql(table_, row_cols_); });
+  }
+  /// Rows the last statement changed.
+  int changed_rows() const noexcept { return sqlite3_changes(db_->get()); }
   /// Deletes row `id`.
   void erase(std::int64_t id, const std::string& what) {
     auto& del = prepared(stmts_.erase, [&] {
@@ -335,7 +353,7 @@ class sqlite_table_sql {
 
  private:
   struct statements {
-    sqlite_stmt upsert, erase, log_insert, log_trim, tables;
+    sqlite_stmt upsert, update, erase, log_insert, log_trim, tables;
   };
   struct marks {
     std::uint64_t bound = 0, log_begin = 0, log_end = 0;
@@ -501,10 +519,22 @@ class sqlite_row_store : public memory_row_store<Row> {
       ids_.clear();
       base::journal_erased(ids_);
       for (const row_id id : ids_) sql_.erase(id, what);
+      // Rows the batch inserted are inserted; rows it changed are updated
+      // in place by id (INSERT OR REPLACE would delete and insert them).
       ids_.clear();
       base::journal_changed(ids_);
+      const std::size_t inserted = base::journal_inserted().size();
       const base& self = *this;
-      for (const row_id id : ids_) write_row(upsert, id, self.get(id), what);
+      sqlite_stmt& update = sql_.update();
+      for (std::size_t i = 0; i < ids_.size(); ++i) {
+        const row_id id = ids_[i];
+        if (i < inserted) {
+          write_row(upsert, id, self.get(id), what);
+        } else {
+          write_row(update, id, self.get(id), what);
+          if (sql_.changed_rows() == 0) write_row(upsert, id, self.get(id), what);
+        }
+      }
     }
     const std::uint64_t begin = log_->begin_offset(), end = log_->end_offset();
     const std::uint64_t from = sql_.trim_log(begin, what);

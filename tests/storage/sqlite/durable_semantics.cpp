@@ -112,7 +112,7 @@ struct SqliteConfig {
     void open() {
       // synchronous = off: the suite checks reopening, not power loss, and
       // flushing to the disk would make it slow (a process that ends loses
-      // nothing at any level; sqlite_crash_test kills with the default).
+      // nothing at any level; durable_crash_test kills with the default).
       checkpoint_ = std::make_unique<fl::SqliteCheckpoint>(db.path, fl::SqliteOptions{.synchronous = fl::SqliteSync::off});
       tables_ = std::make_unique<Tables>();
     }
