@@ -50,8 +50,10 @@
 // all. The entries' records are written to their own files later, together:
 // after 64 entries or 64 MiB of journal, and by flush(), each path's last
 // change only, without fsync, then one syncfs() of the file system (sync()
-// off Linux), then the journal file is removed. Until then reads and list() see
-// the journal's records over the files. While entries are pending, a
+// off Linux), then the journal file is removed (a failure there is not the
+// committing batch's: the entries stay, and the next commit or flush()
+// tries again; flush() reports it). Until then reads and list() see the
+// journal's records over the files. While entries are pending, a
 // write or removal outside a batch is journaled too (an entry of its own),
 // so that an older entry can never be replayed over it.
 //
@@ -871,7 +873,15 @@ class FileCheckpoint final : public checkpoint_store {
       spare_.pop_back();
     }
     e.bytes.reserve(size);
-    if (pending_.size() >= batches_before_apply || journal_end_ >= journal_bytes_before_apply) apply();
+    if (pending_.size() >= batches_before_apply || journal_end_ >= journal_bytes_before_apply) {
+      // The batch is committed: a failure to write the records out is not
+      // its failure. The entries stay pending (reads see them), and the
+      // next commit or flush() tries again.
+      try {
+        apply();
+      } catch (const error&) {
+      }
+    }
   }
 
   // Writes the pending entries' records to their files (only each path's
