@@ -49,6 +49,22 @@ enum class errc {
   /// error is in the message); the batch was not committed and the table
   /// was left as it was: docs/pipelines.md#checkpoints.
   storage_io,
+  /// A source record could not be decoded into the row type (bad JSON or
+  /// CSV, a value of the wrong type, a missing column); the message names
+  /// the source, the record (file and line, or partition and offset) and
+  /// the column. The batch was not committed and the source position did
+  /// not advance: docs/semantics.md#r-source-2.
+  malformed_record,
+  /// Reading a source failed (a file could not be read, a broker did not
+  /// answer); the batch was not committed: docs/semantics.md#r-source-1.
+  source_io,
+  /// Records a committed or planned position names are gone from the
+  /// source (deleted by retention, a file removed or changed after it was
+  /// read); nothing is skipped silently: docs/semantics.md#r-source-3.
+  source_data_lost,
+  /// Writing to a sink's system failed (a Kafka produce); the batch was not
+  /// committed and is delivered again: docs/semantics.md#r-sink-1.
+  sink_io,
 };
 
 /// @brief Textual code of an errc, as it appears in messages and event logs.
@@ -64,6 +80,10 @@ constexpr std::string_view to_string(errc e) noexcept {
     case errc::checkpoint_mismatch: return "CHECKPOINT_MISMATCH";
     case errc::checkpoint_io: return "CHECKPOINT_IO_ERROR";
     case errc::storage_io: return "STORAGE_IO_ERROR";
+    case errc::malformed_record: return "MALFORMED_RECORD";
+    case errc::source_io: return "SOURCE_IO_ERROR";
+    case errc::source_data_lost: return "SOURCE_DATA_LOST";
+    case errc::sink_io: return "SINK_IO_ERROR";
   }
   return "UNKNOWN";
 }

@@ -18,6 +18,7 @@
 // errc::checkpoint_corrupt) naming the column.
 #pragma once
 
+#include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/quarantine.hpp>
 #include <flowlib/schema.hpp>
@@ -67,18 +68,12 @@ inline U row_get(byte_reader& r) {
   return v;
 }
 
-template <class T>
-struct row_is_sys_time : std::false_type {};
-template <class D>
-struct row_is_sys_time<std::chrono::time_point<std::chrono::system_clock, D>>
-    : std::bool_constant<std::is_integral_v<typename D::rep>> {};
-
 /// One column value's encoding (see the header comment).
 template <class T>
 struct row_value {
   static constexpr bool supported = std::is_same_v<T, bool> || std::is_integral_v<T> ||
                                     std::is_enum_v<T> || std::is_floating_point_v<T> ||
-                                    std::is_same_v<T, std::string> || row_is_sys_time<T>::value;
+                                    std::is_same_v<T, std::string> || is_integral_sys_time_v<T>;
   static_assert(supported,
                 "flowlib::FileStorage: a column of this type cannot be stored; give the column "
                 "one of the supported types (bool, integers, enums, float, double, std::string, "

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <flowlib/detail/sqlite_db.hpp>
+#include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/quarantine.hpp>
 #include <flowlib/schema.hpp>
@@ -49,13 +50,6 @@
 
 namespace flowlib::detail {
 
-/// A system-clock time point with an integral count (stored as INTEGER).
-template <class T>
-struct sqlite_is_sys_time : std::false_type {};
-template <class D>
-struct sqlite_is_sys_time<std::chrono::time_point<std::chrono::system_clock, D>>
-    : std::bool_constant<std::is_integral_v<typename D::rep>> {};
-
 /// SQL type, bind and read of one column value of type T (see the header
 /// comment). `null_ok` is whether the SQL column may hold NULL.
 template <class T>
@@ -64,7 +58,7 @@ struct sqlite_value {
   static constexpr bool supported =
       std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_enum_v<T> ||
       std::is_floating_point_v<T> || std::is_same_v<T, std::string> || is_days ||
-      sqlite_is_sys_time<T>::value;
+      is_integral_sys_time_v<T>;
   static_assert(supported,
                 "flowlib::SqliteStorage: a column of this type cannot be stored in SQLite; give "
                 "the column one of the supported types (bool, integers, enums, float, double, "

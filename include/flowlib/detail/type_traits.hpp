@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <chrono>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -46,6 +47,17 @@ struct unwrap_optional<std::optional<T>> {
 /// The column's value type with one level of std::optional removed.
 template <class T>
 using unwrap_optional_t = typename unwrap_optional<std::remove_cvref_t<T>>::type;
+
+// --- time points ------------------------------------------------------------
+/// A system-clock time point with an integral count: the time columns the
+/// row codecs (durable tables, JSON, text) take, besides sys_days.
+template <class T>
+struct is_integral_sys_time : std::false_type {};
+template <class D>
+struct is_integral_sys_time<std::chrono::time_point<std::chrono::system_clock, D>>
+    : std::bool_constant<std::is_integral_v<typename D::rep>> {};
+template <class T>
+inline constexpr bool is_integral_sys_time_v = is_integral_sys_time<std::remove_cvref_t<T>>::value;
 
 // --- shapes that make poor keys -------------------------------------------
 template <class T>

@@ -468,19 +468,21 @@ class flow_builder {
                  !shares_target_v<Policy>);
   }
 
-  /// Ends the declaration: each batch goes to user code (R-EXACT-4).
-  template <class Row>
-  void into(ForeachBatch<Row> sink) && {
-    static_assert(std::is_same_v<Row, row_type>,
-                  "flowlib pipeline: ForeachBatch<Row>: Row must be the rows of the flow's last "
-                  "stage (or of its source, without stages).");
+  /// Ends the declaration: each batch goes to a sink (flowlib::sink:
+  /// ForeachBatch, user code with a stable batch id, R-EXACT-4; KafkaSink,
+  /// a topic, R-SINK-1).
+  template <sink Sink>
+  void into(Sink sink) && {
+    static_assert(std::is_same_v<typename Sink::row_type, row_type>,
+                  "flowlib pipeline: a sink's Row (ForeachBatch<Row>, KafkaSink<Row>) must be the "
+                  "rows of the flow's last stage (or of its source, without stages).");
     static_assert(!Import, "flowlib pipeline: IMPORT CHECKPOINT is allowed only on append flows "
                            "(R-TABLE-4).");
-    using R = typed_flow_runner<Source, no_table, ForeachBatch<Row>, Checks, Stages...>;
+    using R = typed_flow_runner<Source, no_table, Sink, Checks, Stages...>;
     auto runner = std::make_unique<R>(std::move(name_), *source_, nullptr, std::move(sink),
                                       std::move(checks_), std::move(stages_));
     runner->max_rows_per_batch = limit_;
-    p_->add_flow(std::move(runner), nullptr, "", false, ForeachBatch<Row>::kind, false);
+    p_->add_flow(std::move(runner), nullptr, "", false, Sink::kind, false);
   }
 
  private:

@@ -47,6 +47,18 @@ void for_each_source_table(const S& s, F&& f) {
   }
 }
 
+/// Calls f(s) for each source of `s` (itself, or each source of a union)
+/// that keeps records in the checkpoint: one with
+/// `attach(checkpoint_store&) const` (source/position.hpp).
+template <class S, class F>
+void for_each_attachable_source(const S& s, F&& f) {
+  if constexpr (requires(checkpoint_store& store) { s.attach(store); }) {
+    f(s);
+  } else if constexpr (requires { s.sources(); }) {
+    std::apply([&](const auto*... src) { (for_each_attachable_source(*src, f), ...); }, s.sources());
+  }
+}
+
 /// The one runner. Source: a flowlib::source; Target: a table type, or
 /// no_table for a sink; Policy: anything that meets the flow contract
 /// (flows/contract.hpp); Checks: Expectations.
@@ -263,6 +275,14 @@ class typed_flow_runner final : public flow_runner {
     for_each_source_table(*source_, attach_table);
     for_each_lookup(attach_table);
     for_each_quarantine([&](auto& q) { attach_table(*q.table); });
+    // A source that keeps records of its own in the checkpoint (FileSource:
+    // the list of files it has found) is attached once per pipeline.
+    for_each_attachable_source(*source_, [&](const auto& s) {
+      for (const void* p : attached)
+        if (p == static_cast<const void*>(&s)) return;
+      s.attach(store);
+      attached.push_back(&s);
+    });
   }
   void persist(const durable_writer& by) override {
     if constexpr (!sink) persist_table(*target_, by);

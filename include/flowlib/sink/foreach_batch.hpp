@@ -23,6 +23,7 @@
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>  // detail::describe_row
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -32,6 +33,49 @@
 #include <vector>
 
 namespace flowlib {
+
+/// @brief What a pipeline flow may end in instead of a table: a type with
+/// `row_type`, a `kind` name (the event log's and the checkpoint's) and
+/// `static constexpr bool is_sink = true`, whose apply_batch (the flow
+/// contract, flows/contract.hpp) writes no table and keeps no state.
+/// ForeachBatch and KafkaSink are sinks.
+template <class S>
+concept sink = requires {
+  typename S::row_type;
+  { S::kind } -> std::convertible_to<std::string_view>;
+  requires S::is_sink;
+};
+
+namespace detail {
+/// A sink's part of the flow contract before it delivers: the flow's
+/// expectations run over `rows` as a flow policy runs them (R-EXPECT-1),
+/// the rows that fail a `drop` expectation are removed (in order), and the
+/// statistics say so. Throws what a `fail` expectation throws.
+template <class Row, class... P>
+BatchStats sink_expectations(std::vector<Row>& rows, const Expectations<P...>& checks,
+                             const batch_info& batch) {
+  BatchStats stats;
+  stats.input_rows = rows.size();
+  if constexpr (sizeof...(P) > 0) {
+    typename Expectations<P...>::counts_type counts;
+    const auto describe = [](const Row& r) { return describe_row(r); };
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (checks.check(rows[i], counts, batch.flow, describe)) {
+        if (kept != i) rows[kept] = std::move(rows[i]);
+        ++kept;
+      }
+    }
+    stats.dropped_rows = rows.size() - kept;
+    rows.resize(kept);
+    checks.report(counts, stats.expectations);
+  } else {
+    (void)checks;
+    (void)batch;
+  }
+  return stats;
+}
+}  // namespace detail
 
 /// @brief The kind foreach-batch sinks are named by (in the event log and a
 /// stream's stored layout).
@@ -44,6 +88,7 @@ class ForeachBatch {
   using row_type = Row;
   using callback = std::function<void(std::uint64_t batch_id, std::span<const Row> rows)>;
   static constexpr std::string_view kind = foreach_batch_kind;
+  static constexpr bool is_sink = true;
 
   explicit ForeachBatch(callback fn, std::string name = "foreach_batch")
       : fn_(std::move(fn)), name_(std::move(name)) {}
@@ -61,22 +106,7 @@ class ForeachBatch {
   template <class Table, class... P>
   BatchStats apply_batch(Table&, std::vector<Row>& rows, const Expectations<P...>& checks,
                          const batch_info& batch) {
-    BatchStats stats;
-    stats.input_rows = rows.size();
-    if constexpr (sizeof...(P) > 0) {
-      typename Expectations<P...>::counts_type counts;
-      const auto describe = [](const Row& r) { return detail::describe_row(r); };
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (checks.check(rows[i], counts, batch.flow, describe)) {
-          if (kept != i) rows[kept] = std::move(rows[i]);
-          ++kept;
-        }
-      }
-      stats.dropped_rows = rows.size() - kept;
-      rows.resize(kept);
-      checks.report(counts, stats.expectations);
-    }
+    BatchStats stats = detail::sink_expectations(rows, checks, batch);
     deliver(batch.batch_id, std::span<const Row>(rows));
     return stats;
   }

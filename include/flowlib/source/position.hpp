@@ -26,6 +26,15 @@
 //     appear again later (at_least_once, R-EXACT-3): duplicates are then the
 //     user's to remove, with DedupWithinWatermark or by AUTO CDC keys;
 //   - name(): for messages and the event log.
+// Optionally, a source that must remember something of its own across
+// restarts to make its positions mean the same rows again (FileSource: the
+// files it found, in the order it numbered them) offers
+// `void attach(checkpoint_store&) const`: the pipeline calls it once when it
+// opens, before any batch is planned, with its checkpoint. The source keeps
+// its records under "sources/<hex of its name>/" (detail::checkpoint_name_hex),
+// written before any position that depends on them is planned; a full
+// refresh of a flow does not remove them (the flow reads the source again
+// from start(), and the same positions name the same rows).
 #pragma once
 
 #include <flowlib/detail/byte_codec.hpp>
