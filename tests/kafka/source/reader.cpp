@@ -61,7 +61,7 @@ bool contains(const std::string& s, std::string_view part) { return s.find(part)
 
 }  // namespace
 
-TEST_CASE("kafka reader: partitions, watermarks and exact offset ranges against a model") {
+TEST_CASE("R-SOURCE-5, kafka reader: partitions, watermarks and exact offset ranges against a model") {
   auto& mock = flowtest::shared_kafka_mock();
   mock.create_topic("reader.empty", 3);
   auto c = consumer(mock);
@@ -125,7 +125,7 @@ TEST_CASE("kafka reader: partitions, watermarks and exact offset ranges against 
   }
 }
 
-TEST_CASE("kafka reader: a range ending at the high watermark completes without waiting for more") {
+TEST_CASE("R-SOURCE-5, kafka reader: a range ending at the high watermark completes without waiting for more") {
   auto& mock = flowtest::shared_kafka_mock();
   const std::string t = "reader.end";
   mock.create_topic(t, 1);
@@ -144,7 +144,7 @@ TEST_CASE("kafka reader: a range ending at the high watermark completes without 
   CHECK(contains(msg, "its end is offset 2"));
 }
 
-TEST_CASE("kafka reader: errors") {
+TEST_CASE("R-SOURCE-1, kafka reader: errors") {
   auto& mock = flowtest::shared_kafka_mock();
   mock.create_topic("reader.errors", 1);
   auto msg = error_of(fl::errc::invalid_argument,
@@ -161,7 +161,7 @@ TEST_CASE("kafka reader: errors") {
   CHECK(contains(msg, "twice"));
 }
 
-TEST_CASE("kafka reader: a query that fails says what the client saw (kafka_error_note)") {
+TEST_CASE("R-SOURCE-1, kafka reader: a query that fails says what the client saw (kafka_error_note)") {
   // Nothing listens on port 1: every connection is refused.
   fd::kafka_error_note note;
   const fd::kafka_context noted{"reader_test", fl::errc::source_io, &note, true};

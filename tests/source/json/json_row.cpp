@@ -126,7 +126,7 @@ std::string reason_for(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-TEST_CASE("json rows: every column type at its bounds") {
+TEST_CASE("R-SOURCE-2, json rows: every column type at its bounds") {
   const All r = decode<All>(object_with("", std::nullopt));
   CHECK(r.b == true);
   CHECK(r.i8 == -128);
@@ -166,7 +166,7 @@ TEST_CASE("json rows: every column type at its bounds") {
   CHECK(decode<All>(object_with("level", "-1")).level == Level::low);
 }
 
-TEST_CASE("json rows: overflow and wrong types are refused, naming the reason") {
+TEST_CASE("R-SOURCE-2, json rows: overflow and wrong types are refused, naming the reason") {
   CHECK(reason_for("i8", "128") == "out of range for an 8-bit integer");
   CHECK(reason_for("i8", "-129") == "out of range for an 8-bit integer");
   CHECK(reason_for("u8", "256") == "out of range for an unsigned 8-bit integer");
@@ -217,7 +217,7 @@ TEST_CASE("json rows: overflow and wrong types are refused, naming the reason") 
   CHECK(reason_for("day", "null") == "null in a column that is not std::optional");
 }
 
-TEST_CASE("json rows: the value in a message is the raw JSON, cut to 80 bytes") {
+TEST_CASE("R-SOURCE-2, json rows: the value in a message is the raw JSON, cut to 80 bytes") {
   const std::string long_array = "[" + std::string(200, '1') + "]";
   const caught c = decode_error<All>(object_with("i32", long_array));
   CHECK(contains(c.what, ", value [" + std::string(79, '1') + "..."));
@@ -226,7 +226,7 @@ TEST_CASE("json rows: the value in a message is the raw JSON, cut to 80 bytes") 
   CHECK(contains(s.what, "not a boolean, value \"a\\\"b\""));
 }
 
-TEST_CASE("json rows: missing columns: optional ones are null, others an error") {
+TEST_CASE("R-SOURCE-2, json rows: missing columns: optional ones are null, others an error") {
   // A reused row: optional columns missing from the record are reset.
   simdjson::ondemand::parser parser;
   All row = decode<All>(object_with("", std::nullopt));
@@ -263,7 +263,7 @@ struct Renamed {
 FLOWLIB_SCHEMA(Renamed, id, (start, "__START_AT"));
 }  // namespace
 
-TEST_CASE("json rows: unknown keys are ignored, duplicate keys keep the last, keys unescape") {
+TEST_CASE("R-SOURCE-2, json rows: unknown keys are ignored, duplicate keys keep the last, keys unescape") {
   const Small a = decode<Small>(
       R"({"zz":{"deep":[1,2,{"x":null}]},"id":1,"name":"a","extra":"x","id":2,"i":3,"names":4})");
   CHECK(a.id == 2);
@@ -318,7 +318,7 @@ struct ModelRow {
 FLOWLIB_SCHEMA(ModelRow, id, qty, name, _rescued_data);
 }  // namespace
 
-TEST_CASE("json rows: rescue keeps bad values, exactly as written, and names them by key") {
+TEST_CASE("R-SOURCE-2, json rows: rescue keeps bad values, exactly as written, and names them by key") {
   const fd::json_row_options rescue{.rescue = true};
   const fd::json_row_options rescue_all{.rescue = true, .rescue_unknown = true};
 
@@ -388,7 +388,7 @@ FLOWLIB_SCHEMA(LongNames, (a, "a_column_name_of_seventy_bytes_which_is_longer_th
                (b, "bb"), (c, "c"));
 }  // namespace
 
-TEST_CASE("json rows: names longer than the padding, keys that are prefixes, in any order") {
+TEST_CASE("R-SOURCE-2, json rows: names longer than the padding, keys that are prefixes, in any order") {
   const std::string long_name = "a_column_name_of_seventy_bytes_which_is_longer_than_simdjson_padding_x";
   REQUIRE(long_name.size() > simdjson::SIMDJSON_PADDING);
   LongNames r = decode<LongNames>("{\"" + long_name + "\":1,\"bb\":2,\"c\":3}");
@@ -410,7 +410,7 @@ TEST_CASE("json rows: names longer than the padding, keys that are prefixes, in 
   CHECK(c.column == long_name);
 }
 
-TEST_CASE("json rows: texts that are not one JSON object are malformed records") {
+TEST_CASE("R-SOURCE-2, json rows: texts that are not one JSON object are malformed records") {
   for (const std::string bad : {"", "   ", "{", "{\"id\":1", "[1,2]", "42", "\"text\"", "null",
                                 "{\"id\":1,\"name\":\"a\"} {\"id\":2}", "{\"id\":1,}",
                                 "{\"id\" 1}", "{\"id\":1,\"name\":\"a\"}x"}) {
@@ -430,7 +430,7 @@ TEST_CASE("json rows: texts that are not one JSON object are malformed records")
   CHECK(s.code == fl::errc::malformed_record);
 }
 
-TEST_CASE("json rows: padded text is decoded in place, with the same result") {
+TEST_CASE("R-SOURCE-2, json rows: padded text is decoded in place, with the same result") {
   simdjson::padded_string text(std::string(R"({"id":9,"name":"p","score":0.25})"));
   simdjson::ondemand::parser parser;
   Small row;
@@ -445,7 +445,7 @@ TEST_CASE("json rows: padded text is decoded in place, with the same result") {
   CHECK(again.name == "p");
 }
 
-TEST_CASE("json rows: random records match a simple model, with and without rescue") {
+TEST_CASE("R-SOURCE-2, json rows: random records match a simple model, with and without rescue") {
   for (std::uint32_t seed : {11u, 12u, 13u, 14u}) {
     CAPTURE(seed);
     std::mt19937 rng(seed);

@@ -57,7 +57,7 @@ static_assert(!fd::text_parsable<long double>);
 
 }  // namespace
 
-TEST_CASE("text values: booleans") {
+TEST_CASE("R-SOURCE-2, text values: booleans") {
   CHECK(ok<bool>("true") == true);
   CHECK(ok<bool>("1") == true);
   CHECK(ok<bool>("false") == false);
@@ -68,7 +68,7 @@ TEST_CASE("text values: booleans") {
   }
 }
 
-TEST_CASE("text values: integers at and beyond every width's bounds") {
+TEST_CASE("R-SOURCE-2, text values: integers at and beyond every width's bounds") {
   CHECK(ok<std::int8_t>("-128") == -128);
   CHECK(ok<std::int8_t>("127") == 127);
   CHECK(why<std::int8_t>("128") == "out of range for an 8-bit integer");
@@ -105,13 +105,13 @@ TEST_CASE("text values: integers at and beyond every width's bounds") {
   CHECK(why<std::uint8_t>("-x") == "not an integer");
 }
 
-TEST_CASE("text values: enums read their underlying integer") {
+TEST_CASE("R-SOURCE-2, text values: enums read their underlying integer") {
   CHECK(ok<Color>("2") == Color::green);
   CHECK(why<Color>("256") == "out of range for an unsigned 8-bit integer");
   CHECK(why<Color>("green") == "not an integer");
 }
 
-TEST_CASE("text values: float and double") {
+TEST_CASE("R-SOURCE-2, text values: float and double") {
   CHECK(ok<double>("1.5") == 1.5);
   CHECK(ok<double>("-2e-3") == -2e-3);
   CHECK(ok<double>("42") == 42.0);
@@ -131,7 +131,7 @@ TEST_CASE("text values: float and double") {
   }
 }
 
-TEST_CASE("text values: strings as they are, optionals empty as null") {
+TEST_CASE("R-SOURCE-2, text values: strings as they are, optionals empty as null") {
   CHECK(ok<std::string>("") == "");
   CHECK(ok<std::string>(" a,\"b\" ") == " a,\"b\" ");
   CHECK(ok<std::optional<int>>("") == std::nullopt);
@@ -145,7 +145,7 @@ TEST_CASE("text values: strings as they are, optionals empty as null") {
   CHECK(reused == std::nullopt);
 }
 
-TEST_CASE("text values: ISO 8601 dates, real calendar days only") {
+TEST_CASE("R-SOURCE-2, text values: ISO 8601 dates, real calendar days only") {
   CHECK(ok<sys_days>("1970-01-01") == sys_days{});
   CHECK(ok<sys_days>("2024-02-29") == sys_days{2024y / February / 29});
   CHECK(ok<sys_days>("1969-12-31") == sys_days{days{-1}});
@@ -160,7 +160,7 @@ TEST_CASE("text values: ISO 8601 dates, real calendar days only") {
   CHECK(ok<sys_days>("2000-02-29") == sys_days{2000y / February / 29});
 }
 
-TEST_CASE("text values: ISO 8601 timestamps with zones and fractions") {
+TEST_CASE("R-SOURCE-2, text values: ISO 8601 timestamps with zones and fractions") {
   const auto base = sys_days{2024y / March / 5} + 13h + 7min + 9s;
   CHECK(ok<s_time>("2024-03-05T13:07:09") == base);
   CHECK(ok<s_time>("2024-03-05 13:07:09") == base);
@@ -208,7 +208,7 @@ TEST_CASE("text values: ISO 8601 timestamps with zones and fractions") {
   }
 }
 
-TEST_CASE("text values: timestamps match a civil-calendar model over random instants") {
+TEST_CASE("R-SOURCE-2, text values: timestamps match a civil-calendar model over random instants") {
   // Model: format a random instant with std::chrono's own calendar types,
   // with a random zone offset, then parse it back.
   for (std::uint32_t seed : {1u, 2u, 3u}) {
