@@ -110,6 +110,14 @@ namespace fb = flowlib_bench;
 
 namespace bench {
 
+// The runtime's cost on one thread (a pipeline of one flow otherwise spreads
+// large batches over the cores: benchmarks/parallel.cpp measures that).
+fl::PipelineOptions one_thread() {
+  fl::PipelineOptions o;
+  o.threads = 1;
+  return o;
+}
+
 // --- Part 1: overhead of update() over apply() ----------------------------------
 
 struct Row {
@@ -316,7 +324,7 @@ struct pipeline_rig {
   fb::gated_source<fl::MemorySource<Row>> gate{source};
   fl::StreamingTable<Row> table{"target"};
   fl::MemoryCheckpoint checkpoint;
-  fl::Pipeline pipeline{"bench", checkpoint};
+  fl::Pipeline pipeline{"bench", checkpoint, one_thread()};
   std::int64_t next_epoch = 0;
   fl::UpdateSummary summary;
 };
@@ -722,7 +730,7 @@ struct map_filter_rig_base {
   fl::MemorySource<SourceRow> source{"feed", {.change_history_rows = 0}};
   fl::StreamingTable<Row> table{"target"};
   fl::MemoryCheckpoint checkpoint;
-  fl::Pipeline pipeline{"bench", checkpoint};
+  fl::Pipeline pipeline{"bench", checkpoint, one_thread()};
   fl::UpdateSummary summary;
 };
 

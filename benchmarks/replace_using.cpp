@@ -18,6 +18,14 @@
 //   unordered_map  the same code on std::unordered_map
 //   sqlite         SQLite :memory:, INSERT ... ON CONFLICT(k) DO UPDATE ...
 //                  WHERE excluded.seq > seq, one transaction per batch
+// and, at 1e5 and 1e6 keys with batches of 1e5 uniform rows, the flow's
+// apply_batch() on threads:
+//   flowlib_threads:1  apply_batch() without a pool (the serial path)
+//   flowlib_threads:2  apply_batch() with a task_pool of 2 threads (the
+//                      batch sharded by key hash over both)
+// These two are timed in wall time (a threaded apply's CPU time is the sum
+// over its threads), so compare them with each other, not with the rows
+// above, and on an otherwise idle machine.
 // The data has one row per key and sequence (sequences are distinct within a
 // batch), which SQLite's keyed upsert represents exactly; equal-sequence
 // appends are exercised by the smoke check of the other three only.
@@ -34,7 +42,10 @@
 //
 // FLOWLIB_BENCH_SMOKE=1: tiny sizes, and before the benchmarks run every
 // implementation applies the same batches and must end with the same target
-// (and the target R-USING-4 predicts); the program exits 1 otherwise.
+// (and the target R-USING-4 predicts); the program exits 1 otherwise. The
+// threaded flow is checked against the serial one on batches large enough
+// to be sharded (same rows, same stats).
+#include <flowlib/detail/task_pool.hpp>
 #include <flowlib/flowlib.hpp>
 
 #include "support/fixture_slot.hpp"
@@ -202,6 +213,39 @@ class flowlib_impl {
   flow_type flow_{"replace_using_bench"};
   fl::BatchStats last_;
 };
+
+/// The flow through apply_batch(), as the pipeline calls it: with a pool
+/// of `Threads` threads (sharded by key hash), or without one (Threads 1).
+template <std::size_t Threads>
+class flowlib_threads_impl {
+ public:
+  static constexpr const char* name = Threads == 1 ? "flowlib_threads:1" : "flowlib_threads:2";
+  using flow_type = fl::ReplaceUsing<fl::Key<&Row::key>, fl::Seq<&Row::seq>>;
+
+  void apply(const std::vector<Row>& batch) {
+    // apply_batch() takes the runner's vector by reference and only reads
+    // it; the pool's batches are not const objects.
+    auto& rows = const_cast<std::vector<Row>&>(batch);
+    last_ = flow_.apply_batch(table_, rows, fl::NoExpectations{},
+                              fl::batch_info{"replace_using_bench", 0, pool_.get()});
+    benchmark::DoNotOptimize(last_.applied_rows);
+  }
+  std::vector<Row> snapshot() const {
+    std::vector<Row> out;
+    for (const Row& r : table_.rows()) out.push_back(r);
+    return sorted(std::move(out));
+  }
+  const fl::BatchStats& last_stats() const noexcept { return last_; }
+
+ private:
+  std::unique_ptr<fl::detail::task_pool> pool_ =
+      Threads == 1 ? nullptr : std::make_unique<fl::detail::task_pool>(Threads);
+  fl::StreamingTable<Row> table_{"target"};
+  flow_type flow_{"replace_using_bench"};
+  fl::BatchStats last_;
+};
+using flowlib_serial_batch = flowlib_threads_impl<1>;
+using flowlib_two_threads = flowlib_threads_impl<2>;
 
 // --- Hand-written baselines (absl::flat_hash_map, std::unordered_map) ---------
 //
@@ -524,6 +568,33 @@ void check_ties() {
   fb::require(u.snapshot() == expected, "unordered_map baseline: equal sequences append");
 }
 
+/// The flow on two threads against the same flow on one, on batches large
+/// enough to be sharded (ties, late rows, new keys, several batches): the
+/// same rows and the same stats after every batch.
+void check_threads() {
+  std::mt19937_64 g(99);
+  flowlib_serial_batch serial;
+  flowlib_two_threads threaded;
+  const std::size_t n = flowlib_impl::flow_type::sharded_min_rows + 5000;
+  for (int b = 0; b < 4; ++b) {
+    std::vector<Row> batch;
+    batch.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto key = static_cast<std::int64_t>(g() % (4000 + 1000 * static_cast<std::uint64_t>(b)));
+      batch.push_back(make_row(key, static_cast<std::int64_t>(b * 2 + g() % 4), g));
+    }
+    serial.apply(batch);
+    threaded.apply(batch);
+    std::string where = " (batch ";
+    where += std::to_string(b);
+    where += ")";
+    fb::require(threaded.last_stats() == serial.last_stats(), "flowlib on 2 threads: the serial stats" + where);
+    fb::require(b == 0 || (threaded.last_stats().replaced_rows > 0 && threaded.last_stats().appended_rows > 0),
+                "the threaded check's batches replace and append rows" + where);
+    fb::require(threaded.snapshot() == serial.snapshot(), "flowlib on 2 threads: the serial rows" + where);
+  }
+}
+
 /// The Zipf generator's hottest rank has about its exact probability.
 void check_zipf() {
   fb::zipf_distribution<std::uint64_t> z(1000, zipf_exponent);
@@ -558,11 +629,20 @@ std::vector<config> configs() {
 constexpr double default_min_time = 0.3;
 
 template <class Impl>
-void register_one(const config& c, bool min_time_given) {
+void register_one(const config& c, bool min_time_given, bool wall_time = false) {
   auto* b = benchmark::RegisterBenchmark(
       ("replace_using/" + std::string(Impl::name) + "/" + label(c)).c_str(), bm_apply<Impl>, c);
   b->Unit(benchmark::kMillisecond);
+  if (wall_time) b->UseRealTime();
   if (!min_time_given) b->MinTime(fb::smoke_mode() ? 0.001 : default_min_time);
+}
+
+/// The configurations with threaded rows: 1e5 and 1e6 keys, batches of 1e5
+/// uniform rows (in smoke mode, the largest uniform one).
+bool threaded_config(const config& c) {
+  if (c.keys_dist != dist::uniform) return false;
+  if (fb::smoke_mode()) return c.keys == 1000 && c.batch == 1000;
+  return c.keys >= 100000 && c.batch == 100000;
 }
 
 }  // namespace bench
@@ -577,8 +657,9 @@ int main(int argc, char** argv) {
   if (fb::smoke_mode()) {
     bench::check_zipf();
     bench::check_ties();
+    bench::check_threads();
     for (const auto& c : bench::configs()) bench::check_config(c);
-    std::printf("smoke checks passed: flowlib, absl, unordered_map and sqlite agree\n");
+    std::printf("smoke checks passed: flowlib (1 and 2 threads), absl, unordered_map and sqlite agree\n");
   }
   // Grouped by configuration so that the four implementations of one
   // configuration run back to back on the same pool of batches.
@@ -587,6 +668,10 @@ int main(int argc, char** argv) {
     bench::register_one<bench::absl_impl>(c, min_time_given);
     bench::register_one<bench::unordered_impl>(c, min_time_given);
     bench::register_one<bench::sqlite_impl>(c, min_time_given);
+    if (bench::threaded_config(c)) {
+      bench::register_one<bench::flowlib_serial_batch>(c, min_time_given, /*wall_time=*/true);
+      bench::register_one<bench::flowlib_two_threads>(c, min_time_given, /*wall_time=*/true);
+    }
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

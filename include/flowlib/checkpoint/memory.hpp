@@ -11,10 +11,15 @@
 // It meets the checkpoint_store contract (checkpoint/store.hpp) the same
 // way the file policy does, so that code tested over memory behaves the
 // same over files:
-//   - records are stored framed (detail/checkpoint_record.hpp) and
-//     verified on every read, so a corrupted record is reported exactly as
-//     a file checkpoint reports it; raw() and put_raw() give tools and tests
-//     the framed bytes;
+//   - records are stored framed (detail/checkpoint_record.hpp); raw() and
+//     put_raw() give tools and tests the framed bytes, and a record stored
+//     by put_raw() is verified on every read, so a corrupted record is
+//     reported exactly as a file checkpoint reports it. A record stored by
+//     write() holds the bytes write() framed and nothing else ever touches
+//     them: its checksum is computed when raw() first hands it out, and a
+//     read returns its payload unverified. (A pipeline writes several
+//     records per batch, some as large as its state, and reads them only to
+//     restore; the checksum of each would cost as much as copying it.)
 //   - paths name records and folders as a directory tree would: writing
 //     "a/b" where "a" is a record, or writing "a" where records exist under
 //     "a/", fails with errc::checkpoint_io and changes nothing, as the file
@@ -62,7 +67,9 @@ class MemoryCheckpoint final : public checkpoint_store {
     std::lock_guard lock(mutex_);
     const auto it = records_.find(path);
     if (it == records_.end()) return std::nullopt;
-    return std::string(detail::unframe(it->second, detail::checkpoint_where(path, describe())));
+    const record& r = it->second;
+    if (r.written) return std::string(payload_of(r.framed));  // see the header comment
+    return std::string(detail::unframe(r.framed, detail::checkpoint_where(path, describe())));
   }
 
   /// @brief Stores `bytes` at `path`, replacing any record there. Throws
@@ -70,10 +77,16 @@ class MemoryCheckpoint final : public checkpoint_store {
   /// a record (nothing is changed).
   void write(std::string_view path, std::string_view bytes) override {
     detail::check_record_path(path, describe(), false);
-    std::string framed = detail::frame(bytes);  // outside the lock
+    // Framed outside the lock; the checksum's 4 bytes are written by seal().
+    std::string framed;
+    framed.reserve(bytes.size() + detail::checkpoint_record_overhead);
+    framed.assign(detail::checkpoint_record_header, '\0');
+    framed.append(bytes);
+    detail::frame_header(framed);
+    framed.append(4, '\0');
     std::lock_guard lock(mutex_);
     check_placement(path);
-    store(path, std::move(framed));
+    store(path, record{std::move(framed), true, false});
   }
 
   /// @brief The names directly under `path` ("" is the root), sorted.
@@ -85,10 +98,10 @@ class MemoryCheckpoint final : public checkpoint_store {
     for (auto it = records_.lower_bound(prefix);
          it != records_.end() && it->first.starts_with(prefix); ++it) {
       const std::string_view rest = std::string_view(it->first).substr(prefix.size());
-      std::string name(rest.substr(0, rest.find('/')));
+      const std::string_view name = rest.substr(0, rest.find('/'));
       // Keys are sorted, but a folder's name sorts by its records' keys
       // ("a-b" < "a/c" while "a" < "a-b"): keep the list sorted by name.
-      if (names.empty() || names.back() != name) names.push_back(std::move(name));
+      if (names.empty() || names.back() != name) names.emplace_back(name);
     }
     return detail::listed_names(std::move(names));
   }
@@ -113,7 +126,8 @@ class MemoryCheckpoint final : public checkpoint_store {
     std::lock_guard lock(mutex_);
     const auto it = records_.find(path);
     if (it == records_.end()) return std::nullopt;
-    return it->second;
+    seal(it->second);
+    return it->second.framed;
   }
 
   /// @brief For tools and tests: stores `bytes` at `path` as they are, as
@@ -123,7 +137,7 @@ class MemoryCheckpoint final : public checkpoint_store {
     detail::check_record_path(path, describe(), false);
     std::lock_guard lock(mutex_);
     check_placement(path);
-    store(path, std::move(bytes));
+    store(path, record{std::move(bytes), false, true});
   }
 
   /// @brief How many records are stored.
@@ -140,7 +154,27 @@ class MemoryCheckpoint final : public checkpoint_store {
   }
 
  private:
-  using map_type = std::map<std::string, std::string, std::less<>>;
+  /// A stored record: its framed bytes, and whether write() framed them
+  /// (`written`: trusted, read unverified) and whether their checksum is in
+  /// place (`sealed`: always for put_raw()'s bytes, which are kept as given).
+  struct record {
+    mutable std::string framed;  // its checksum is filled in by a const raw()
+    bool written = false;
+    mutable bool sealed = true;
+  };
+  using map_type = std::map<std::string, record, std::less<>>;
+
+  /// The payload of a record write() framed.
+  static std::string_view payload_of(const std::string& framed) noexcept {
+    return std::string_view(framed).substr(
+        detail::checkpoint_record_header, framed.size() - detail::checkpoint_record_overhead);
+  }
+  /// Writes a written record's checksum, once (under the lock).
+  static void seal(const record& r) {
+    if (r.sealed) return;
+    detail::frame_seal(r.framed);
+    r.sealed = true;
+  }
 
   static std::string folder_prefix(std::string_view path) {
     std::string p(path);
@@ -170,19 +204,19 @@ class MemoryCheckpoint final : public checkpoint_store {
                     "; nothing was changed");
   }
 
-  void store(std::string_view path, std::string framed) {
+  void store(std::string_view path, record r) {
     const auto it = records_.find(path);
     if (it == records_.end()) {
-      bytes_ += framed.size();
-      records_.emplace(std::string(path), std::move(framed));
+      bytes_ += r.framed.size();
+      records_.emplace(std::string(path), std::move(r));
     } else {
-      bytes_ = bytes_ - it->second.size() + framed.size();
-      it->second = std::move(framed);
+      bytes_ = bytes_ - it->second.framed.size() + r.framed.size();
+      it->second = std::move(r);
     }
   }
 
   map_type::iterator erase(map_type::iterator it) {
-    bytes_ -= it->second.size();
+    bytes_ -= it->second.framed.size();
     return records_.erase(it);
   }
 

@@ -29,7 +29,10 @@
 //      never a regrowth through every rehash.
 //
 // ReplaceUsing follows all three (its index is an absl set, rule 3's second
-// case). AUTO CDC's cdc_batch follows all three too (its own open-addressing
+// case), in its one scratch and in each shard's scratch of a batch spread
+// over threads (one keyed_batch_scratch per shard, each grouping the keys
+// whose hash falls in its shard; `group::first` puts the shards' groups
+// back in the order of one scratch). AUTO CDC's cdc_batch follows all three too (its own open-addressing
 // index, sized with expected_groups(), kept and emptied by prefix).
 #pragma once
 
@@ -128,6 +131,7 @@ struct keyed_batch_scratch {
     std::uint32_t head;   // first candidate (index into cand and next)
     std::uint32_t tail;   // last candidate
     std::uint32_t count;  // candidates in the chain
+    std::uint32_t first;  // batch position of the key's first row (orders a sharded batch's groups)
   };
 
   // The index maps a key to its group. Small trivially copyable keys

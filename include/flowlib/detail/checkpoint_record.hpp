@@ -110,16 +110,29 @@ inline void checkpoint_put_le_at(std::string& out, std::size_t at, std::uint64_t
   for (std::size_t i = 0; i < width; ++i) out[at + i] = static_cast<char>((v >> (8 * i)) & 0xffu);
 }
 
-/// @brief Frames a record built in place: `out` holds checkpoint_record_header
-/// bytes (any value), then the payload; fills in the header and appends the
-/// checksum (a writer that builds its payload in the output saves a copy).
-inline void frame_close(std::string& out) {
+/// @brief Fills in the header of a record built in place: `out` holds
+/// checkpoint_record_header bytes (any value), then the payload.
+inline void frame_header(std::string& out) {
   const std::size_t payload = out.size() - checkpoint_record_header;
   out.replace(0, checkpoint_record_magic.size(), checkpoint_record_magic);
   checkpoint_put_le_at(out, 4, checkpoint_record_version, 2);
   checkpoint_put_le_at(out, 6, 0, 2);
   checkpoint_put_le_at(out, 8, payload, 8);
+}
+
+/// @brief Frames a record built in place: `out` holds checkpoint_record_header
+/// bytes (any value), then the payload; fills in the header and appends the
+/// checksum (a writer that builds its payload in the output saves a copy).
+inline void frame_close(std::string& out) {
+  frame_header(out);
   checkpoint_put_le(out, crc32c(out), 4);
+}
+
+/// @brief Writes the checksum of a whole record whose last 4 bytes were
+/// left for it (a header, the payload, 4 bytes of any value).
+inline void frame_seal(std::string& record) {
+  const std::size_t body = record.size() - 4;
+  checkpoint_put_le_at(record, body, crc32c(std::string_view(record).substr(0, body)), 4);
 }
 
 /// @brief The record holding `payload` (see the header comment for the
@@ -195,7 +208,7 @@ inline std::string_view unframe(std::string_view bytes, std::string_view where) 
 
 /// @brief What list() returns: `names` sorted, each once.
 inline std::vector<std::string> listed_names(std::vector<std::string> names) {
-  std::sort(names.begin(), names.end());
+  if (!std::is_sorted(names.begin(), names.end())) std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
 }

@@ -76,11 +76,21 @@ namespace where {
 class expr;
 }  // namespace where
 
+namespace detail {
+class task_pool;
+}  // namespace detail
+
 /// @brief Which batch a flow applies (rule 2): the flow's name in the
-/// pipeline and the batch's id, stable across retries (R-EXACT-4).
+/// pipeline and the batch's id, stable across retries (R-EXACT-4), and the
+/// threads it may use.
 struct batch_info {
   std::string_view flow;
   std::uint64_t batch_id = 0;
+  /// Worker threads the flow may spread this batch over
+  /// (PipelineOptions::threads; detail/task_pool.hpp), or null: the calling
+  /// thread only. A flow that uses them must give the result it gives
+  /// without them.
+  detail::task_pool* pool = nullptr;
 };
 
 /// @brief What a flow learns at the start of an update (rule 5).

@@ -37,6 +37,19 @@
 // several rows are chained through a per-row array.
 // benchmarks/replace_using.cpp measures it (docs/benchmarks/replace_using.md).
 //
+// Threads: apply_batch() with a pool (batch_info::pool, the pipeline's
+// PipelineOptions::threads) spreads a batch of at least sharded_min_rows
+// rows over the pool's threads, sharded by key hash: each shard groups,
+// copies, probes and assigns the rows of its own keys, while the rows that
+// take or free a row id (new keys, equal-sequence appends, a replace with
+// another row count) are committed on the calling thread in the order the
+// serial commit uses. The result is the serial one: the same rows under the
+// same ids, index, BatchStats, errors (the first offending row in batch
+// order decides) and journal records, all-or-nothing alike. It needs a
+// store with prepared assigns (parallel_assign_row_store: the memory store,
+// SqliteStorage, FileStorage); other stores, smaller batches and tables
+// with expectations of their own take the serial path. apply() is serial.
+//
 // The flow object holds the target's index: apply it to one table for its
 // whole life (R-USING-9 is enforced: the table accepts no other flow).
 //
@@ -58,15 +71,18 @@
 #include <flowlib/detail/target_binding.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/detail/key_index.hpp>
+#include <flowlib/detail/task_pool.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/contract.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/stats.hpp>
+#include <flowlib/storage/row_store.hpp>
 #include <flowlib/table.hpp>
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -118,27 +134,34 @@ class ReplaceUsing {
   /// The flow contract's batch (flows/contract.hpp): apply(), with the
   /// rows written as upserted and the rows a higher sequence replaced as
   /// deleted.
+  /// With a pool (batch_info::pool), a batch of at least sharded_min_rows
+  /// rows is spread over the pool's threads (see "Threads" in the header
+  /// comment), with the result the calling thread alone gives.
   template <class Table, class... P>
   BatchStats apply_batch(Table& target, std::vector<row_type>& rows, const Expectations<P...>& checks,
-                         const batch_info&) {
-    BatchStats stats = apply(target, rows, checks);
+                         const batch_info& info) {
+    BatchStats stats;
+    if constexpr (parallel_assign_row_store<std::remove_cvref_t<decltype(target.store())>>) {
+      stats = shardable(target, rows, info) ? apply_sharded(target, rows, checks, *info.pool)
+                                            : apply(target, rows, checks);
+    } else {
+      stats = apply(target, rows, checks);
+    }
     stats.upserted_rows = stats.applied_rows;
     stats.deleted_rows = stats.replaced_rows;
     return stats;
   }
+
+  /// The smallest batch apply_batch() spreads over a pool's threads: below
+  /// it, the threads' start and the serial merge cost more than they save.
+  static constexpr std::size_t sharded_min_rows = std::size_t{1} << 14;
 
   /// Applies one batch after the expectations (R-USING-8): a dropped row is
   /// as if the source never produced it.
   template <class Table, class R, class... P>
     requires batch_of<R, row_type>
   BatchStats apply(Table& target, R&& batch, const Expectations<P...>& checks) {
-    static_assert(!is_managed_table_v<Table>,
-                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only "
-                  "append flows (INSERT BY NAME); write REPLACE USING into a "
-                  "flowlib::StreamingTable instead (R-TABLE-1).");
-    static_assert(std::is_same_v<typename Table::row_type, row_type>,
-                  "flowlib::ReplaceUsing::apply: the target table's row type must be the "
-                  "flow's row type (the row type of its Key and Seq columns).");
+    check_target<Table>();
     begin_apply(target);
     if (!target.table_expectation_sets().empty()) {
       return apply_with_table_expectations(target, batch, checks);
@@ -155,6 +178,19 @@ class ReplaceUsing {
     return stats;
   }
 
+ private:
+  template <class Table>
+  static constexpr void check_target() {
+    static_assert(!is_managed_table_v<Table>,
+                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: a flowlib::ManagedTable accepts only "
+                  "append flows (INSERT BY NAME); write REPLACE USING into a "
+                  "flowlib::StreamingTable instead (R-TABLE-1).");
+    static_assert(std::is_same_v<typename Table::row_type, row_type>,
+                  "flowlib::ReplaceUsing::apply: the target table's row type must be the "
+                  "flow's row type (the row type of its Key and Seq columns).");
+  }
+
+ public:
   /// @brief Writes the flow's state for a checkpoint: the whole state
   /// (`snapshot`) or what changed since the previous call (`delta`). For
   /// the pipeline runtime; programs that checkpoint by hand may use it too.
@@ -357,11 +393,11 @@ class ReplaceUsing {
             sc.index.prefetch(probe{&a, traits::hash(key_, a)});
           }
           const row_type& r = first[static_cast<std::ptrdiff_t>(i)];
-          if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s));
+          if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s), traits::hash(key_, r));
         }
       } else {
         for (const row_type& r : batch) {
-          if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s));
+          if (std::optional<sequence_type> s = admit(r)) group_row(sc, r, std::move(*s), traits::hash(key_, r));
         }
       }
       sc.count_candidates();
@@ -375,7 +411,7 @@ class ReplaceUsing {
       }
       for (std::size_t i = 0; i < sc.owned; ++i) {
         const row_type& r = sc.rows[i];
-        group_row(sc, r, std::move(*seq_(r)));
+        group_row(sc, r, std::move(*seq_(r)), traits::hash(key_, r));
       }
       sc.count_candidates();
     }
@@ -384,10 +420,12 @@ class ReplaceUsing {
     stats.superseded_rows = stats.input_rows - stats.dropped_rows - sc.candidates;
   }
 
-  // Adds `r` (which stays put until the commit) with sequence `s` to its
-  // key's group (R-USING-1).
-  void group_row(scratch_type& sc, const row_type& r, sequence_type&& s) {
-    const probe p{&r, traits::hash(key_, r)};
+  // Adds `r` (which stays put until the commit) with sequence `s` and key
+  // hash `hash` to its key's group (R-USING-1); `first` is the row's batch
+  // position (kept for a sharded batch only).
+  void group_row(scratch_type& sc, const row_type& r, sequence_type&& s, std::size_t hash,
+                 std::uint32_t first = 0) {
+    const probe p{&r, hash};
     bool fresh = false;
     const auto next_group = static_cast<std::uint32_t>(sc.groups.size());
     const typename scratch_type::slot created = [&] {
@@ -403,7 +441,7 @@ class ReplaceUsing {
     });
     if (fresh) {
       const std::uint32_t c = sc.add_candidate(&r);
-      sc.groups.push_back({std::move(s), p.hash, c, c, 1});
+      sc.groups.push_back({std::move(s), p.hash, c, c, 1, first});
       return;
     }
     auto& g = sc.groups[it->group];
@@ -477,40 +515,46 @@ class ReplaceUsing {
           detail::prefetch_row(store, ahead.head);
         }
       }
-      auto& grp = sc.groups[g];
       entry* e = hits_[g].e;
-      if (e == nullptr) {  // a key new to the target
-        const row_id head = insert_chain(store, grp.head, detail::npos);
-        index_.emplace(std::move(new_keys_[next_new_key++]),
-                       entry{std::move(grp.seq), head, grp.count});
-        stats.applied_rows += grp.count;
-        stats.inserted_rows += grp.count;
-      } else if (e->seq < grp.seq) {  // higher sequence: replace the key's rows
-        stats.replaced_rows += e->count;
-        stats.applied_rows += grp.count;
-        if (e->count == 1 && grp.count == 1) {  // the common case: one row for one
-          store.assign(e->head, std::move(sc.row(grp.head)));  // next_[head] stays npos
-        } else {
-          e->head = replace_chain(store, e->head, grp.head);
-        }
-        e->count = grp.count;
-        e->seq = std::move(grp.seq);
-      } else if (grp.seq < e->seq) {  // older than the target: ignored
-        stats.ignored_late_rows += grp.count;
-      } else {  // same sequence: append beside the stored rows
-        e->head = insert_chain(store, grp.head, e->head);
-        e->count += grp.count;
-        stats.applied_rows += grp.count;
-        stats.appended_rows += grp.count;
-      }
+      commit_group(store, sc, sc.groups[g], e, e == nullptr ? &new_keys_[next_new_key++] : nullptr,
+                   stats);
     }
   }
 
-  // Inserts the candidate chain starting at `c`, linked in front of `tail`;
-  // returns the new head.
+  // Applies one group of `sc` (R-USING-2): `e` is its key's entry, or null
+  // for a key new to the target, whose copy `new_key` then is.
   template <class Store>
-  row_id insert_chain(Store& store, std::uint32_t c, row_id tail) noexcept {
-    scratch_type& sc = *scratch_;
+  void commit_group(Store& store, scratch_type& sc, typename scratch_type::group& grp, entry* e,
+                    key_type* new_key, BatchStats& stats) noexcept {
+    if (e == nullptr) {  // a key new to the target
+      const row_id head = insert_chain(store, sc, grp.head, detail::npos);
+      index_.emplace(std::move(*new_key), entry{std::move(grp.seq), head, grp.count});
+      stats.applied_rows += grp.count;
+      stats.inserted_rows += grp.count;
+    } else if (e->seq < grp.seq) {  // higher sequence: replace the key's rows
+      stats.replaced_rows += e->count;
+      stats.applied_rows += grp.count;
+      if (e->count == 1 && grp.count == 1) {  // the common case: one row for one
+        store.assign(e->head, std::move(sc.row(grp.head)));  // next_[head] stays npos
+      } else {
+        e->head = replace_chain(store, sc, e->head, grp.head);
+      }
+      e->count = grp.count;
+      e->seq = std::move(grp.seq);
+    } else if (grp.seq < e->seq) {  // older than the target: ignored
+      stats.ignored_late_rows += grp.count;
+    } else {  // same sequence: append beside the stored rows
+      e->head = insert_chain(store, sc, grp.head, e->head);
+      e->count += grp.count;
+      stats.applied_rows += grp.count;
+      stats.appended_rows += grp.count;
+    }
+  }
+
+  // Inserts the candidate chain of `sc` starting at `c`, linked in front of
+  // `tail`; returns the new head.
+  template <class Store>
+  row_id insert_chain(Store& store, scratch_type& sc, std::uint32_t c, row_id tail) noexcept {
     row_id head = detail::npos;
     row_id prev = detail::npos;
     for (; c != detail::npos; c = sc.next[c]) {
@@ -531,8 +575,7 @@ class ReplaceUsing {
   // reusing row slots; surplus old rows are erased, surplus new ones
   // inserted. Returns the new head.
   template <class Store>
-  row_id replace_chain(Store& store, row_id old, std::uint32_t c) noexcept {
-    scratch_type& sc = *scratch_;
+  row_id replace_chain(Store& store, scratch_type& sc, row_id old, std::uint32_t c) noexcept {
     const row_id head = old;
     row_id prev = detail::npos;
     while (old != detail::npos && c != detail::npos) {
@@ -547,8 +590,333 @@ class ReplaceUsing {
       store.erase(old);
       old = nxt;
     }
-    if (c != detail::npos) next_[prev] = insert_chain(store, c, detail::npos);
+    if (c != detail::npos) next_[prev] = insert_chain(store, sc, c, detail::npos);
     return head;
+  }
+
+  // --- A batch spread over threads (apply_batch with a pool) -----------------
+  //
+  // Key-sharded: shard s holds the keys whose hash's top bits (above those
+  // the hash tables use for slots and control bytes) fall in its share. The
+  // phases, each a pool.run() over the shards (or over chunks of the batch)
+  // with serial steps between:
+  //   1. expectations, in row order, on the calling thread (only when the
+  //      flow has any: the first offending row decides, as in stage());
+  //   2. per chunk of the batch: the rows' hashes, their shards, and the
+  //      first null sequence (R-USING-7; the lowest one is thrown);
+  //   3. per shard: its rows grouped (R-USING-1) into its own scratch, in
+  //      batch order, the survivors copied;
+  //   4. the index reserved for every group (serially: no rehash follows),
+  //      then per shard: its groups probed (read-only) and classified;
+  //   5. the store reserved for the inserts, and the shards' groups that
+  //      insert or erase rows (new keys, equal sequences, a replace with
+  //      another row count), in the order of one scratch (by `first`),
+  //      committed on the calling thread, so every row id is the one the
+  //      serial commit gives; under a journal, the one-for-one replaces are
+  //      recorded here too (prepare_assign), in that same order;
+  //   6. per shard: the replaces that keep the key's row count (assigns
+  //      only, no id changes hands) and the late groups.
+  // Phases 1-4 may throw and change nothing in the target; 5 and 6 cannot.
+
+  template <class Table, class Rows>
+  static bool shardable(Table& target, const Rows& rows, const batch_info& info) {
+    return info.pool != nullptr && info.pool->size() >= 2 && rows.size() >= sharded_min_rows &&
+           rows.size() < std::size_t{detail::npos} && target.table_expectation_sets().empty();
+  }
+
+  // What phase 4 decides for a group, and so which phase commits it.
+  enum class group_kind : unsigned char { late, assigns, serial };
+
+  struct shard {
+    explicit shard(const K& k) : sc(k) {}
+    scratch_type sc;
+    std::vector<hit> hits;              // per group
+    std::vector<group_kind> kinds;      // per group
+    std::vector<std::uint32_t> visit;   // groups phase 5 commits or records, in group order
+    std::vector<key_type> new_keys;     // copies of the new groups' keys, in group order
+    std::vector<std::size_t> tickets;   // per candidate: its prepared assign (under a journal)
+    std::size_t inserts = 0;            // store inserts of its serial groups
+    std::size_t assigns = 0;            // rows its assign groups overwrite
+    std::size_t new_key_next = 0;
+    BatchStats stats;                   // of phase 6
+  };
+  struct shard_set {
+    std::vector<std::unique_ptr<shard>> shards;
+    std::vector<std::vector<std::uint32_t>> lists;  // [chunk * shards + shard]: the chunk's rows of it
+    std::vector<std::size_t> null_at;               // per chunk: its first null sequence, or npos
+    std::vector<std::size_t> hashes;                // per row
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> heap;   // merging: (first, shard)
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> order;  // phase 5: (shard, group)
+    std::vector<std::size_t> cursor;                // per shard, merging
+    std::vector<unsigned char> done;                // per shard, phase 6
+  };
+
+  // The shard of a key hash: its top 24 bits, scaled (absl's tables use
+  // the low 7 bits for control bytes and the bits from 7 up for slots).
+  static std::size_t shard_of(std::size_t hash, std::size_t shards) noexcept {
+    return static_cast<std::size_t>(((static_cast<std::uint64_t>(hash) >> 40) * shards) >> 24);
+  }
+
+  template <class Table, class... P>
+  BatchStats apply_sharded(Table& target, std::vector<row_type>& rows, const Expectations<P...>& checks,
+                           detail::task_pool& pool) {
+    check_target<Table>();
+    begin_apply(target);
+    using store_type = std::remove_cvref_t<decltype(target.store())>;
+    store_type& store = target.store();
+    const std::size_t n = rows.size();
+    const std::size_t ns = pool.size();
+    if (!sharded_) sharded_ = std::make_unique<shard_set>();
+    shard_set& set = *sharded_;
+    while (set.shards.size() < ns) set.shards.push_back(std::make_unique<shard>(key_));
+    if (set.lists.size() < ns * ns) set.lists.resize(ns * ns);
+    set.null_at.assign(ns, detail::npos);
+    set.hashes.resize(n);
+    set.done.assign(ns, 0);
+    set.cursor.assign(ns, 0);
+
+    // 1. Expectations (R-USING-8), in row order.
+    BatchStats stats;
+    const unsigned char* keep = nullptr;
+    if constexpr (sizeof...(P) > 0) {
+      detail::admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_,
+                                                detail::null_sequence_rule::using7};
+      keep_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) keep_[i] = admit(rows[i]).has_value() ? 1 : 0;
+      admit.finish(stats);
+      keep = keep_.data();
+    } else {
+      (void)checks;
+      stats.input_rows = n;
+    }
+
+    // 2. Hashes and shards, by chunk; the first null sequence.
+    pool.run(ns, [&](std::size_t c) {
+      std::vector<std::uint32_t>* lists = &set.lists[c * ns];
+      for (std::size_t s = 0; s < ns; ++s) lists[s].clear();
+      const std::size_t lo = n * c / ns, hi = n * (c + 1) / ns;
+      for (std::size_t i = lo; i < hi; ++i) {
+        if (keep != nullptr && keep[i] == 0) continue;
+        const row_type& r = rows[i];
+        if constexpr (sizeof...(P) == 0) {  // (admit() checked them above otherwise)
+          if (!seq_(r)) [[unlikely]] {
+            set.null_at[c] = i;
+            return;
+          }
+        }
+        const std::size_t h = traits::hash(key_, r);
+        set.hashes[i] = h;
+        lists[shard_of(h, ns)].push_back(static_cast<std::uint32_t>(i));
+      }
+    });
+    for (std::size_t c = 0; c < ns; ++c) {
+      if (set.null_at[c] != detail::npos) {  // the lowest chunk holds the first one
+        const row_type& r = rows[set.null_at[c]];
+        detail::throw_null_sequence(name_, seq_.name(), key_.describe(r),
+                                    detail::null_sequence_rule::using7);
+      }
+    }
+
+    // 3. Each shard groups its rows (R-USING-1), in batch order.
+    pool.run(ns, [&](std::size_t s) {
+      scratch_type& sc = set.shards[s]->sc;
+      std::size_t mine = 0;
+      for (std::size_t c = 0; c < ns; ++c) mine += set.lists[c * ns + s].size();
+      sc.reset(mine);
+      const bool lookahead = sc.index_is_large();
+      for (std::size_t c = 0; c < ns; ++c) {
+        const std::vector<std::uint32_t>& list = set.lists[c * ns + s];
+        const std::size_t m = list.size();
+        for (std::size_t j = 0; j < m; ++j) {
+          if (lookahead && j + stage_prefetch_distance < m) {
+            const std::uint32_t a = list[j + stage_prefetch_distance];
+            sc.index.prefetch(probe{&rows[a], set.hashes[a]});
+          }
+          const std::uint32_t i = list[j];
+          const row_type& r = rows[i];
+          group_row(sc, r, std::move(*seq_(r)), set.hashes[i], i);
+        }
+      }
+      sc.count_candidates();
+      sc.keep_candidates();
+    });
+    std::size_t groups = 0, candidates = 0;
+    for (std::size_t s = 0; s < ns; ++s) {
+      groups += set.shards[s]->sc.groups.size();
+      candidates += set.shards[s]->sc.candidates;
+    }
+    stats.superseded_rows = stats.input_rows - stats.dropped_rows - candidates;
+
+    // 4. The index reserved for the worst case (no rehash from here on, so
+    // entry pointers stay valid), then each shard probes it read-only.
+    index_.reserve(index_.size() + groups);
+    bool journaling = false;
+    if constexpr (requires { store.journaling(); }) journaling = store.journaling();
+    pool.run(ns, [&](std::size_t s) { probe_shard(*set.shards[s], journaling); });
+    std::size_t inserts = 0, assigns = 0, visits = 0;
+    for (std::size_t s = 0; s < ns; ++s) {
+      inserts += set.shards[s]->inserts;
+      assigns += set.shards[s]->assigns;
+      visits += set.shards[s]->visit.size();
+    }
+
+    // 5. Reserve, merge the shards' groups back into batch order, claim.
+    store.reserve(inserts);
+    if (next_.size() < store.id_bound() + inserts) next_.resize(store.id_bound() + inserts, detail::npos);
+    if (journaling) store.prepare_assigns(assigns);
+    merge_visits(set, visits);
+    binding_.claim(target, kind, name_, /*exclusive=*/true);
+    // From here on nothing can fail.
+    for (const auto& [s, g] : set.order) {
+      shard& sh = *set.shards[s];
+      auto& grp = sh.sc.groups[g];
+      if (sh.kinds[g] == group_kind::assigns) {  // (under a journal) record, in commit order
+        row_id old = sh.hits[g].head;
+        for (std::uint32_t c = grp.head; c != detail::npos; c = sh.sc.next[c]) {
+          sh.tickets[c] = store.prepare_assign(old);
+          old = next_[old];
+        }
+      } else {
+        entry* e = sh.hits[g].e;
+        commit_group(store, sh.sc, grp, e, e == nullptr ? &sh.new_keys[sh.new_key_next++] : nullptr, stats);
+      }
+    }
+
+    // 6. The replaces that keep their row count, by shard.
+    const auto assign_shard = [&](std::size_t s) noexcept {
+      commit_assigns(store, *set.shards[s], journaling);
+      set.done[s] = 1;
+    };
+    try {
+      pool.run(ns, assign_shard);
+    } catch (...) {  // the pool failed to start (tasks cannot throw): finish here
+      for (std::size_t s = 0; s < ns; ++s) {
+        if (set.done[s] == 0) assign_shard(s);
+      }
+    }
+    store.finish_assigns();
+    for (std::size_t s = 0; s < ns; ++s) {
+      const BatchStats& t = set.shards[s]->stats;
+      stats.applied_rows += t.applied_rows;
+      stats.replaced_rows += t.replaced_rows;
+      stats.ignored_late_rows += t.ignored_late_rows;
+    }
+    return stats;
+  }
+
+  // Phase 4 for one shard: finds every group's entry and sorts the groups
+  // into the phases that commit them (see group_kind).
+  void probe_shard(shard& sh, bool journaling) {
+    scratch_type& sc = sh.sc;
+    const std::size_t n = sc.groups.size();
+    sh.hits.resize(n);
+    sh.kinds.resize(n);
+    sh.visit.clear();
+    sh.new_keys.clear();
+    if (journaling && sh.tickets.size() < sc.used) sh.tickets.resize(sc.used);
+    sh.inserts = 0;
+    sh.assigns = 0;
+    sh.new_key_next = 0;
+    sh.stats = BatchStats{};
+    sh.visit.reserve(n);
+    for (std::size_t g = 0; g < n; ++g) {
+      if (g + probe_prefetch_distance < n) {
+        const auto& ahead = sc.groups[g + probe_prefetch_distance];
+        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
+      }
+      const auto& grp = sc.groups[g];
+      const auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
+      group_kind k = group_kind::serial;
+      if (it == index_.end()) {
+        sh.hits[g] = {nullptr, detail::npos};
+        sh.new_keys.push_back(key_(sc.row(grp.head)));
+        sh.inserts += grp.count;
+      } else {
+        entry& e = it->second;
+        sh.hits[g] = {&e, e.head};
+        if (e.seq < grp.seq) {
+          if (grp.count == e.count) {
+            k = group_kind::assigns;
+            sh.assigns += e.count;
+          } else {
+            sh.inserts += grp.count > e.count ? grp.count - e.count : 0;
+          }
+        } else if (grp.seq < e.seq) {
+          k = group_kind::late;
+        } else {
+          sh.inserts += grp.count;
+        }
+      }
+      sh.kinds[g] = k;
+      if (k == group_kind::serial || (k == group_kind::assigns && journaling)) {
+        sh.visit.push_back(static_cast<std::uint32_t>(g));
+      }
+    }
+  }
+
+  // Phase 5's order: the shards' visited groups merged by their first row's
+  // batch position (each shard's are in that order already), which is the
+  // order of the groups of one scratch.
+  static void merge_visits(shard_set& set, std::size_t visits) {
+    const std::size_t ns = set.cursor.size();
+    auto& heap = set.heap;
+    auto& out = set.order;
+    out.clear();
+    out.reserve(visits);
+    heap.clear();
+    heap.reserve(ns);
+    const auto first_of = [&](std::size_t s) {
+      const shard& sh = *set.shards[s];
+      return sh.sc.groups[sh.visit[set.cursor[s]]].first;
+    };
+    const auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
+    for (std::size_t s = 0; s < ns; ++s) {
+      if (!set.shards[s]->visit.empty()) heap.push_back({first_of(s), static_cast<std::uint32_t>(s)});
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const std::uint32_t s = heap.back().second;
+      heap.pop_back();
+      const shard& sh = *set.shards[s];
+      out.push_back({s, sh.visit[set.cursor[s]]});  // capacity reserved
+      if (++set.cursor[s] < sh.visit.size()) {
+        heap.push_back({first_of(s), s});
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
+    }
+  }
+
+  // Phase 6 for one shard: its replaces that keep the key's row count are
+  // assigns over the key's rows, which no other shard touches; the late
+  // groups are counted.
+  template <class Store>
+  void commit_assigns(Store& store, shard& sh, bool journaling) noexcept {
+    scratch_type& sc = sh.sc;
+    const std::size_t n = sc.groups.size();
+    for (std::size_t g = 0; g < n; ++g) {
+      if (g + commit_prefetch_distance < n && sh.kinds[g + commit_prefetch_distance] == group_kind::assigns) {
+        const hit& ahead = sh.hits[g + commit_prefetch_distance];
+        detail::prefetch<detail::access::write>(ahead.e);
+        detail::prefetch_row(store, ahead.head);
+      }
+      auto& grp = sc.groups[g];
+      if (sh.kinds[g] == group_kind::late) {
+        sh.stats.ignored_late_rows += grp.count;
+        continue;
+      }
+      if (sh.kinds[g] != group_kind::assigns) continue;
+      entry* e = sh.hits[g].e;
+      sh.stats.replaced_rows += e->count;
+      sh.stats.applied_rows += grp.count;
+      row_id old = e->head;
+      for (std::uint32_t c = grp.head; c != detail::npos; c = sc.next[c]) {
+        store.assign_prepared(journaling ? sh.tickets[c] : detail::no_assign_ticket, old,
+                              std::move(sc.row(c)));
+        old = next_[old];
+      }
+      e->seq = std::move(grp.seq);
+    }
   }
 
   std::string name_;
@@ -561,7 +929,9 @@ class ReplaceUsing {
   std::vector<hit> hits_;            // reserve_commit -> commit
   std::vector<key_type> new_keys_;   // reserve_commit -> commit
   std::vector<row_type> checked_rows_;  // apply_with_table_expectations: the checked batch
-  std::vector<unsigned char> keep_;     // ... and which of its rows the table keeps
+  std::vector<unsigned char> keep_;     // ... and which of its rows the table keeps (or the flow's
+                                        // expectations, in a sharded batch)
+  std::unique_ptr<shard_set> sharded_;  // apply_sharded(): the shards' scratch, kept across batches
   // A full refresh reset the state since the last write_checkpoint(), which
   // clears it (a checkpoint write is const to its callers).
   mutable bool reset_pending_ = false;

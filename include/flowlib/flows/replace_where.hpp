@@ -21,8 +21,13 @@
 // selects one range of one column (the "slice column", where::expr::window)
 // and the conditions hold, only the slices whose source rows changed since
 // the previous update (the sources' changed_values()) are deleted,
-// recomputed and inserted. last_plan() says what an update did and why
-// (R-WHERE-8); a pipeline writes it as a planning_information event.
+// recomputed and inserted. A source that indexes the slice column
+// (slice_indexed_source: MemorySource, by locate()) gives those slices'
+// rows without a scan, so such an update costs what the changed slices
+// hold; a recompute reads its window through an index that exists when the
+// window holds at most half of the source's rows. last_plan() says what an
+// update did and why (R-WHERE-8); a pipeline writes it as a
+// planning_information event.
 // The target keeps a side index from the slice column's value to row ids
 // (flows/where/detail/slice_index.hpp), rebuilt from the table on restore.
 //
@@ -309,8 +314,20 @@ class ReplaceWhere {
       const where::expr read_p = !pick                        ? p
                                  : p.columns().size() == 1 ? where::col(*slice_column_).in(slices)
                                                            : (p && where::col(*slice_column_).in(slices));
+      // What read_p selects of the slice column: sources with an index of
+      // it read those rows without a scan (flows/where/detail/read.hpp).
+      detail::slice_selection sel;
+      if (slice_column_) {
+        sel.column = *slice_column_;
+        if (pick) {
+          sel.values = &slices;
+          sel.exact = p.columns().size() == 1;
+        } else if (current) {
+          sel.range = &*current;
+        }
+      }
       auto rows = scratch_tuple<typename Sources::row_type...>(std::index_sequence_for<Sources...>{});
-      read_sources(rows, read_p, ctx, std::index_sequence_for<Sources...>{}, sources...);
+      read_sources(rows, read_p, ctx, sel, std::index_sequence_for<Sources...>{}, sources...);
       Result result = call_query(query, rows, std::index_sequence_for<Sources...>{}, stats);
       auto bound = where::bind<Row>(p, name_);
       bound.prepare(ctx);
@@ -492,8 +509,9 @@ class ReplaceWhere {
   // Reads each source into its vector, P pushed down where it binds.
   template <class Tuple, std::size_t... I, class... Sources>
   static void read_sources(Tuple& rows, const where::expr& p, const where::context& ctx,
-                           std::index_sequence<I...>, const Sources&... sources) {
-    (detail::read_pushed_down(sources, p, ctx, std::get<I>(rows)), ...);
+                           const detail::slice_selection& sel, std::index_sequence<I...>,
+                           const Sources&... sources) {
+    (detail::read_pushed_down(sources, p, ctx, std::get<I>(rows), sel), ...);
   }
 
   // Calls the query with one span per source; counts the rows read.

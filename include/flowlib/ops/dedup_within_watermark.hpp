@@ -294,10 +294,10 @@ class DedupWithinWatermark {
                   "std::tuple of those; convert other columns to one of these (R-DEDUP-6).");
     detail::write_checkpoint_header(out, checkpoint_tag, checkpoint_version, scope);
     if (scope == checkpoint_scope::snapshot) {
-      out.bytes(whole_state());
+      write_whole(out);
     } else if (since_write_ > 1) {
       out.integer<std::uint8_t>(1);  // the whole state
-      out.bytes(whole_state());
+      write_whole(out);
     } else {
       out.integer<std::uint8_t>(0);  // the last batch
       detail::write_dedup_delta(out, *state_, since_write_ == 1, wm_.global, wm_.inputs);
@@ -357,11 +357,19 @@ class DedupWithinWatermark {
   static constexpr char checkpoint_tag[5] = "FLDD";
   static constexpr std::uint16_t checkpoint_version = 1;
 
-  // The whole state, as a snapshot holds it (see write_checkpoint()).
-  std::string whole_state() const {
+  // Writes the whole state as a snapshot holds it (see write_checkpoint()):
+  // its length, then its bytes, encoded in place (the length is filled in
+  // after them).
+  void write_whole(byte_writer& out) const {
+    const std::size_t at = out.out.size();
+    out.integer<std::uint64_t>(0);
     const std::uint8_t policy = wm_.policy == watermark_policy::min ? 0 : 1;
-    return detail::write_dedup_state(*state_, time_traits::is_time_point, policy, delay_,
-                                     wm_.global, wm_.inputs);
+    detail::write_dedup_state(out.out, *state_, time_traits::is_time_point, policy, delay_,
+                              wm_.global, wm_.inputs);
+    auto length = static_cast<std::uint64_t>(out.out.size() - at - sizeof(std::uint64_t));
+    for (std::size_t i = 0; i < sizeof length; ++i, length >>= 8) {
+      out.out[at + i] = static_cast<char>(static_cast<unsigned char>(length & 0xffu));
+    }
   }
 
   // Reads a whole state (whole_state()'s bytes) from `r` into `c`; it must be

@@ -18,7 +18,18 @@
 // A failure before the commit record undoes the tables through their
 // journals and restores the flow's state from the last commit; a failure
 // after it keeps the batch (and is still reported). The checkpoint's record
-// layout is runtime/checkpoint_log.hpp's. Internal.
+// layout is runtime/checkpoint_log.hpp's.
+//
+// Flows at the same time (PipelineOptions::threads; the pipeline decides
+// which flows may overlap): while parallel(true), run_flow() may be called
+// from several threads for different flows. Everything that touches the
+// checkpoint, the event log or a program's callback (fault hook, progress)
+// then happens under one mutex; only step 2's reading and applying runs
+// outside it, before the batch's store transaction begins (a store has one
+// transaction at a time). So a batch's positions, table changes, state and
+// commit record still commit together, and the steps of one flow happen in
+// the order above except that a flow into tables reaches positions_recorded
+// after the table steps. Internal.
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
@@ -35,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -58,6 +70,9 @@ class batch_protocol {
   void reopened() noexcept { closed_ = false; }
   /// The highest update id found in the commit records read so far.
   std::uint64_t last_update_id() const noexcept { return update_id_; }
+  /// Whether run_flow() may be called for several flows at once (see the
+  /// header comment). Set between flows, never while one runs.
+  void parallel(bool on) noexcept { parallel_ = on; }
 
   /// Tells `r` that an update starts (its clock, id and override).
   void begin_update(flow_runner& r, std::uint64_t update_id, const UpdateOptions& options) {
@@ -107,6 +122,8 @@ class batch_protocol {
 
   FlowUpdateSummary run_flow(flow_runner& r, std::uint64_t update_id,
                              const UpdateOptions& options) {
+    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    if (parallel_) lock.lock();  // released only while the batch's rows are applied
     FlowUpdateSummary sum;
     sum.flow = r.name();
     begin_update(r, update_id, options);
@@ -144,7 +161,8 @@ class batch_protocol {
       // did cannot be undone, so a replay must show it the same batch.
       const bool together = fresh && r.target_table() != nullptr;
       if (fresh && !together) log_.write_planned(r.name(), next, p);
-      const batch_outcome out = run_batch(r, p, next, update_id, together);
+      const batch_outcome out = parallel_ ? run_batch_parallel(r, p, next, update_id, together, lock)
+                                          : run_batch(r, p, next, update_id, together);
       sum.batches += 1;
       static_cast<FlowRowCounts&>(sum) += out.counts();
       progress.batches += 1;
@@ -174,7 +192,7 @@ class batch_protocol {
       fault(fault_point::positions_recorded, r.name(), n);
       out = r.run(p, n, options_.fault_hook);
       r.persist(durable_writer{r.name(), n});  // durable tables: the batch's changes
-      std::string bytes;
+      std::string& bytes = state_bytes_;
       std::uint64_t written = 0;
       for (std::size_t c = 0; c < r.components(); ++c) {
         bytes.clear();
@@ -219,6 +237,78 @@ class batch_protocol {
     return out;
   }
 
+  // run_batch() for a flow that may run beside others (see the header
+  // comment). `lock` (on mutex_) is held on entry and on return; it is
+  // released while the rows are read and applied, which touches only the
+  // flow's own tables, stages and sources.
+  batch_outcome run_batch_parallel(flow_runner& r, const planned_batch& p, std::uint64_t n,
+                                   std::uint64_t update_id, bool record_positions,
+                                   std::unique_lock<std::mutex>& lock) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto& track = r.snapshots;
+    const bool snapshot = !track.any || (track.batches_since >= options_.snapshot_interval &&
+                                         track.delta_bytes_since >= track.snapshot_bytes);
+    const auto scope = snapshot ? checkpoint_scope::snapshot : checkpoint_scope::delta;
+    // The hook is a program's callback: never called by two threads at once.
+    fault_hook_fn hook;
+    if (options_.fault_hook) {
+      hook = [this](fault_point at, std::string_view flow, std::uint64_t batch) {
+        std::lock_guard<std::mutex> g(mutex_);
+        options_.fault_hook(at, flow, batch);
+      };
+    }
+    batch_outcome out;
+    bool commit_written = false;
+    bool began = false;
+    try {
+      lock.unlock();
+      r.begin();  // the tables' journals: a failure from here on is undone through them
+      out = r.run(p, n, hook);
+      lock.lock();
+      store_->begin_batch();
+      began = true;
+      if (record_positions) log_.write_planned(r.name(), n, p);
+      fault(fault_point::positions_recorded, r.name(), n);
+      r.persist(durable_writer{r.name(), n});
+      std::string& bytes = state_bytes_;
+      std::uint64_t written = 0;
+      for (std::size_t c = 0; c < r.components(); ++c) {
+        bytes.clear();
+        r.write_state(c, scope, bytes);
+        log_.write_state(r.name(), n, c, scope, bytes);
+        written += bytes.size();
+        if (c == 0) fault(fault_point::state_saving, r.name(), n);
+      }
+      pending_state_bytes_ = written;
+      fault(fault_point::before_commit, r.name(), n);
+      commit_written = true;
+      log_.write_commit(r.name(), n, p.to, update_id);
+      store_->commit_batch();
+    } catch (...) {
+      const std::exception_ptr e = std::current_exception();
+      if (!lock.owns_lock()) lock.lock();
+      if (began) store_->abort_batch();
+      const bool counts = commit_written && committed(r, n);
+      if (counts) {
+        r.commit();
+        note_committed(r, snapshot);
+      } else {
+        fail_batch(r, began);
+      }
+      emit_flow(r, n, update_id, p, out, started, e, counts);
+      throw;
+    }
+    r.commit();
+    note_committed(r, snapshot);
+    emit_flow(r, n, update_id, p, out, started, nullptr, true);
+    if ((snapshot && r.components() != 0) ||
+        (r.components() == 0 && n % options_.snapshot_interval == 0)) {
+      log_.purge_before(r.name(), n, options_.retain_batches);
+    }
+    fault(fault_point::after_commit, r.name(), n);
+    return out;
+  }
+
   // The snapshot schedule after a committed batch (PipelineOptions::snapshot_interval).
   void note_committed(flow_runner& r, bool snapshot) noexcept {
     auto& track = r.snapshots;
@@ -243,9 +333,9 @@ class batch_protocol {
   // state from the last commit. If the state cannot be read back (the
   // checkpoint became unreadable), the pipeline is closed: the next update
   // opens it again, and reports the cause.
-  void fail_batch(flow_runner& r) noexcept {
+  void fail_batch(flow_runner& r, bool in_batch = true) noexcept {
     r.rollback();
-    store_->abort_batch();
+    if (in_batch) store_->abort_batch();
     try {
       restore(r);
     } catch (...) {
@@ -350,6 +440,9 @@ class batch_protocol {
   std::chrono::system_clock::time_point now_{};
   std::uint64_t update_id_ = 0;
   bool closed_ = false;
+  bool parallel_ = false;
+  std::string state_bytes_;  // a component's state record, reused (under mutex_ while parallel_)
+  std::mutex mutex_;  // while parallel_: the checkpoint, events, callbacks (header comment)
 };
 
 }  // namespace flowlib::detail

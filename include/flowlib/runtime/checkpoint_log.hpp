@@ -73,8 +73,15 @@ class checkpoint_log {
 
   static std::string hex(std::string_view name) { return checkpoint_name_hex(name); }
   static std::string batch_name(std::uint64_t n) {
-    std::string s = std::to_string(n);
-    return std::string(20 - s.size(), '0') + s;
+    std::string s;
+    append_batch_name(s, n);
+    return s;
+  }
+  /// Appends batch_name(n) to `out`.
+  static void append_batch_name(std::string& out, std::uint64_t n) {
+    char digits[20];
+    for (std::size_t i = 20; i-- > 0; n /= 10) digits[i] = static_cast<char>('0' + n % 10);
+    out.append(digits, 20);
   }
   static std::optional<std::uint64_t> parse_batch(std::string_view s) {
     std::uint64_t v = 0;
@@ -82,7 +89,35 @@ class checkpoint_log {
     if (ec != std::errc{} || p != s.data() + s.size() || s.size() != 20) return std::nullopt;
     return v;
   }
-  static std::string flow_dir(std::string_view flow) { return "flows/" + hex(flow); }
+  static std::string flow_dir(std::string_view flow) {
+    std::string d;
+    append_flow_dir(d, flow, 0);
+    return d;
+  }
+  /// Appends flow_dir(flow) to `out`, reserving `more` bytes beyond it.
+  static void append_flow_dir(std::string& out, std::string_view flow, std::size_t more) {
+    out.reserve(out.size() + 6 + 2 * flow.size() + more);
+    out += "flows/";
+    if (flow.empty()) {
+      out += '_';
+      return;
+    }
+    constexpr char digits[] = "0123456789abcdef";
+    for (unsigned char c : flow) {
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+  }
+  /// flows/<F>/<sub>/<N>: a batch's record in folder `sub`.
+  static std::string batch_path(std::string_view flow, std::string_view sub, std::uint64_t n) {
+    std::string p;
+    append_flow_dir(p, flow, 2 + sub.size() + 20);
+    p += '/';
+    p += sub;
+    p += '/';
+    append_batch_name(p, n);
+    return p;
+  }
 
   // --- The pipeline record ---------------------------------------------------------
 
@@ -194,7 +229,7 @@ class checkpoint_log {
 
   /// Batch `n`'s planned positions, if recorded.
   std::optional<planned_batch> planned(std::string_view flow, std::uint64_t n) const {
-    auto rec = store_->read(flow_dir(flow) + "/offsets/" + batch_name(n));
+    auto rec = store_->read(batch_path(flow, "offsets", n));
     if (!rec) return std::nullopt;
     byte_reader r = reader(*rec, flow);
     planned_batch p;
@@ -208,7 +243,7 @@ class checkpoint_log {
     byte_writer w{b};
     p.from.write(w);
     p.to.write(w);
-    store_->write(flow_dir(flow) + "/offsets/" + batch_name(n), b);
+    store_->write(batch_path(flow, "offsets", n), b);
   }
 
   void write_state(std::string_view flow, std::uint64_t n, std::size_t component,
@@ -222,7 +257,7 @@ class checkpoint_log {
     byte_writer w{b};
     end.write(w);
     w.integer<std::uint64_t>(update_id);
-    store_->write(flow_dir(flow) + "/commits/" + batch_name(n), b);
+    store_->write(batch_path(flow, "commits", n), b);
   }
 
   /// The records component `c` of `flow` restores from, as of batch `last`
@@ -327,8 +362,14 @@ class checkpoint_log {
  private:
   static std::string state_path(std::string_view flow, std::uint64_t n, std::size_t c,
                                 checkpoint_scope scope) {
-    return flow_dir(flow) + "/state/" + batch_name(n) + "." + std::to_string(c) +
-           (scope == checkpoint_scope::snapshot ? ".snapshot" : ".delta");
+    std::string p;
+    append_flow_dir(p, flow, 7 + 20 + 1 + 20 + 9);
+    p += "/state/";
+    append_batch_name(p, n);
+    p += '.';
+    p += std::to_string(c);
+    p += scope == checkpoint_scope::snapshot ? ".snapshot" : ".delta";
+    return p;
   }
 
   byte_reader reader(std::string_view rec, std::string_view owner) const {

@@ -118,6 +118,14 @@ class flow_runner {
   virtual bool takes_predicate_override() const noexcept = 0;
   /// Whether other flows may write the flow's target (append fan-in).
   virtual bool shares_target() const noexcept = 0;
+  /// What the flow's batches touch besides the checkpoint (PipelineOptions::
+  /// threads): the tables it writes (target, quarantine tables), the tables
+  /// it reads (TableSources, lookups) and its source objects (each source
+  /// of a union). Two flows whose lists share an entry never run at the
+  /// same time. `exclusive()`: the flow runs alone (a flow that reads its
+  /// sources itself, REPLACE WHERE, whose sources the runner cannot list).
+  virtual void resources(std::vector<const void*>& out) const = 0;
+  virtual bool exclusive() const noexcept = 0;
 
   virtual source_position start() const = 0;
   virtual source_position latest() const = 0;
@@ -159,6 +167,9 @@ class flow_runner {
   /// (a TableSource reads the target).
   void log_appends(bool on) noexcept { log_appends_ = on; }
   std::size_t max_rows_per_batch = 0;  ///< 0: the pipeline's default
+  /// Threads the flow's policy may spread a batch over (batch_info::pool),
+  /// or null.
+  task_pool* pool = nullptr;
   /// Where the flow's snapshot schedule stands (PipelineOptions::snapshot_interval).
   struct snapshot_schedule {
     bool any = false;                     ///< a snapshot was written since the last reset

@@ -71,8 +71,15 @@ struct PipelineOptions {
   /// Rows per micro-batch for flows that set no limit of their own (0: all
   /// rows available, one batch).
   std::size_t max_rows_per_batch = 0;
+  /// Threads an update may use (0: the machine's cores; 1: the calling
+  /// thread only). Flows that touch nothing in common (tables written or
+  /// read, source objects) run at the same time, each batch still
+  /// committing atomically; a flow may spread one large batch over the
+  /// threads (REPLACE USING). Results are those of threads = 1.
+  std::size_t threads = 0;
   /// For fault-injection tests: called at every step of every micro-batch
-  /// (fault_point); an exception it throws is a failure at that step.
+  /// (fault_point); an exception it throws is a failure at that step. With
+  /// threads, calls from different flows interleave but never overlap.
   fault_hook_fn fault_hook{};
 };
 

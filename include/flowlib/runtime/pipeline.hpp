@@ -43,10 +43,27 @@
 // its table.
 //
 // Threads: a Pipeline is used from one thread at a time; sources may be
-// appended to from other threads while it updates.
+// appended to from other threads while it updates. Within an update it uses
+// up to PipelineOptions::threads threads (default: the machine's cores):
+//   - flows run in waves: a flow joins the earliest wave after every
+//     earlier flow (in dependency order) it shares anything with: a table
+//     one writes and the other reads or writes (target, quarantine, lookup,
+//     TableSource) or a source object. The flows of a wave run at the same
+//     time, each batch committing on its own as with one thread
+//     (runtime/batch_protocol.hpp); the next wave starts when all are done.
+//     Sinks (their callbacks are the program's code) and REPLACE WHERE
+//     flows (they read their sources themselves) run alone. A wave that
+//     fails reports the error of its first failing flow in dependency
+//     order, after the others finished; later waves do not start;
+//   - a flow may spread one large batch over the threads (batch_info::pool;
+//     REPLACE USING applies it key-sharded).
+// Results do not depend on the number of threads. Stage callables and
+// expectations of flows that may run at the same time must not share
+// unsynchronized state.
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
+#include <flowlib/detail/task_pool.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/append.hpp>
 #include <flowlib/runtime/batch_protocol.hpp>
@@ -144,7 +161,7 @@ class Pipeline final : private detail::flow_registry {
         protocol_.begin_update(*r, summary.update_id, options);
         protocol_.check_held(*r);
       }
-      for (auto* r : order_) summary.flows.push_back(protocol_.run_flow(*r, summary.update_id, options));
+      run_flows(summary, options);
     } catch (...) {
       emit_update(update_state::failed, &summary, std::current_exception());
       throw;
@@ -223,6 +240,89 @@ class Pipeline final : private detail::flow_registry {
                     "declare the flows that write it, so that the refresh can be finished");
       }
       refresh(writers, writers.front()->target_name());
+    }
+  }
+
+  // --- Running the flows ---------------------------------------------------------------
+
+  // Runs order_'s flows wave by wave (see the header comment); the summary
+  // lists them in dependency order either way.
+  void run_flows(UpdateSummary& summary, const UpdateOptions& options) {
+    const std::uint64_t id = summary.update_id;
+    if (!pool_) {
+      for (auto* r : order_) summary.flows.push_back(protocol_.run_flow(*r, id, options));
+      return;
+    }
+    std::vector<std::optional<FlowUpdateSummary>> done(order_.size());
+    std::vector<std::exception_ptr> errors(order_.size());
+    for (const auto& wave : waves_) {
+      if (wave.size() == 1) {
+        try {
+          done[wave[0]] = protocol_.run_flow(*order_[wave[0]], id, options);
+        } catch (...) {
+          errors[wave[0]] = std::current_exception();
+        }
+      } else {
+        protocol_.parallel(true);
+        pool_->run(wave.size(), [&](std::size_t i) {
+          const std::size_t f = wave[i];
+          try {
+            done[f] = protocol_.run_flow(*order_[f], id, options);
+          } catch (...) {
+            errors[f] = std::current_exception();
+          }
+        });
+        protocol_.parallel(false);
+      }
+      for (std::size_t f : wave) {
+        if (!errors[f]) continue;
+        // The summary an update_progress event carries: the flows done.
+        for (std::size_t g = 0; g < order_.size(); ++g)
+          if (done[g]) summary.flows.push_back(std::move(*done[g]));
+        std::exception_ptr first;
+        for (std::size_t g : wave)
+          if (!first && errors[g]) first = errors[g];
+        std::rethrow_exception(first);
+      }
+    }
+    for (auto& d : done) summary.flows.push_back(std::move(*d));
+  }
+
+  // The waves of order_ (indices into it), and the pool, for threads > 1.
+  void plan_waves() {
+    const std::size_t threads = options_.threads == 0 ? detail::default_threads() : options_.threads;
+    waves_.clear();
+    if (threads <= 1) {
+      pool_.reset();
+      for (auto& r : runners_) r->pool = nullptr;
+      return;
+    }
+    if (!pool_ || pool_->size() != threads) pool_ = std::make_unique<detail::task_pool>(threads);
+    for (auto& r : runners_) r->pool = pool_.get();
+    const std::size_t n = order_.size();
+    std::vector<std::vector<const void*>> touched(n);
+    std::vector<bool> alone(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      order_[i]->resources(touched[i]);
+      std::sort(touched[i].begin(), touched[i].end());
+      // A sink's callback is the program's code: it runs alone.
+      alone[i] = order_[i]->exclusive() || order_[i]->target_table() == nullptr;
+    }
+    const auto overlap = [&](std::size_t a, std::size_t b) {
+      if (alone[a] || alone[b]) return true;
+      auto x = touched[a].begin(), y = touched[b].begin();
+      while (x != touched[a].end() && y != touched[b].end()) {
+        if (*x == *y) return true;
+        if (*x < *y) ++x; else ++y;
+      }
+      return false;
+    };
+    std::vector<std::size_t> level(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < i; ++j)
+        if (overlap(i, j)) level[i] = std::max(level[i], level[j] + 1);
+      if (level[i] >= waves_.size()) waves_.resize(level[i] + 1);
+      waves_[level[i]].push_back(i);
     }
   }
 
@@ -313,6 +413,7 @@ class Pipeline final : private detail::flow_registry {
       imports.emplace_back(r.get(), plan_import(*r));
     }
     order_ = dependency_order();
+    plan_waves();
     for (auto& r : runners_) {
       for (const void* t : r->source_tables())
         for (auto& w : runners_)
@@ -450,6 +551,8 @@ class Pipeline final : private detail::flow_registry {
   std::vector<std::pair<const void*, std::string>> tables_;
   std::vector<std::unique_ptr<detail::flow_runner>> runners_;
   std::vector<detail::flow_runner*> order_;
+  std::vector<std::vector<std::size_t>> waves_;  // indices into order_ (threads > 1)
+  std::unique_ptr<detail::task_pool> pool_;      // threads > 1
   std::vector<std::shared_ptr<void>> owned_;
   EventLog* events_ = nullptr;
   std::chrono::system_clock::time_point now_{};

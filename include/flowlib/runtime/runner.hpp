@@ -59,6 +59,15 @@ void for_each_attachable_source(const S& s, F&& f) {
   }
 }
 
+/// Calls f(s) for `s` and, for a union, each of its sources.
+template <class S, class F>
+void for_each_source_object(const S& s, F&& f) {
+  f(s);
+  if constexpr (requires { s.sources(); }) {
+    std::apply([&](const auto*... src) { (for_each_source_object(*src, f), ...); }, s.sources());
+  }
+}
+
 /// The one runner. Source: a flowlib::source; Target: a table type, or
 /// no_table for a sink; Policy: anything that meets the flow contract
 /// (flows/contract.hpp); Checks: Expectations.
@@ -135,6 +144,14 @@ class typed_flow_runner final : public flow_runner {
     return requires { requires Policy::takes_predicate_override; };
   }
   bool shares_target() const noexcept override { return requires { requires Policy::shares_target; }; }
+  void resources(std::vector<const void*>& out) const override {
+    if constexpr (!sink) out.push_back(target_);
+    for_each_quarantine([&](const auto& q) { out.push_back(q.table); });
+    for_each_source_table(*source_, [&](const auto& t) { out.push_back(&t); });
+    for_each_lookup([&](const auto& t) { out.push_back(&t); });
+    for_each_source_object(*source_, [&](const auto& s) { out.push_back(&s); });
+  }
+  bool exclusive() const noexcept override { return reads_sources; }
   void begin_update(const update_context& u) override {
     if constexpr (requires { policy_.begin_update(u); }) policy_.begin_update(u);
   }
@@ -176,7 +193,7 @@ class typed_flow_runner final : public flow_runner {
     auto& target = [&]() -> auto& {
       if constexpr (sink) return none; else return *target_;
     }();
-    outcome.stats = policy_.apply_batch(target, rows, checks_, batch_info{name_, batch_id});
+    outcome.stats = policy_.apply_batch(target, rows, checks_, batch_info{name_, batch_id, pool});
     outcome.output_rows = outcome.stats.input_rows - outcome.stats.dropped_rows;
     if constexpr (reads_sources) {
       rows_read_ = outcome.stats.input_rows;  // the rows the policy read itself

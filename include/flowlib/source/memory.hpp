@@ -66,29 +66,71 @@
 // is not a readable FLOWLIB_SCHEMA column of Row: the caller then treats
 // everything as changed.
 //
+// Reading by value (a REPLACE WHERE flow's slices). locate(column, values)
+// gives the positions (row_location: partition, offset) of the held rows
+// whose `column` holds one of `values`, and locate(range) those whose value
+// lies in a where::window; read_located(locations, f) visits those rows.
+// They are answered from an index of the column: its values, each with the
+// offsets of the rows holding it, per partition, in offset order. So a
+// look-up costs O(log distinct values + rows found), not a scan, and the
+// locations come back in scan order (partition, then offset): the rows read
+// through them are the ones a filtered scan yields, in the same order.
+//   - An index is built by the first locate() on its column (by
+//     FLOWLIB_SCHEMA name; build_value_index() builds it ahead), in one pass
+//     over the rows held, under the lock. A source nobody locates in has
+//     none and pays nothing for it.
+//   - From then on every change keeps it exact: append/append_to add the
+//     new rows' offsets, erase_where and discard_before remove theirs, and
+//     a value whose last row goes is dropped. A look-up never misses a held
+//     row and never returns an erased or discarded one. If keeping it up
+//     fails (out of memory), every index is dropped and rebuilt by the next
+//     locate().
+//   - Memory: 8 bytes per held row (plus the vectors' spare capacity, at
+//     most as much again), and per distinct value a map node, the value
+//     and one vector per partition that holds it (about 150 bytes): small
+//     for a day or a region, as large as the rows for a column whose every
+//     row differs (a timestamp); drop_value_index() frees it.
+//   - Values match by where::value's structural equality (the values
+//     changed_values() reports for the same column): an int64 never matches
+//     a double, a date never a timestamp; all NaNs are one value. A range
+//     uses window::contains (SQL comparison).
+//
 // Threads. Every member may be called from any thread: appends from
 // producer threads while the pipeline's thread plans and reads. A mutex
 // guards the log; rows are stored in fixed-size chunks that are never
 // reallocated (an append never copies earlier rows), and read() copies rows
 // out one chunk at a time, taking the lock for each chunk, so a long read
-// does not hold producers back for its whole length. The source is neither
-// copyable nor movable (programs share it by reference).
+// does not hold producers back for its whole length; read_located() does the
+// same per chunk's worth of locations. The value indexes live under the same
+// lock, so locate() may build one inside a const call and stay safe to call
+// from any thread; that build holds the lock for a whole pass over the rows
+// (appends wait for it), and so does each change's index upkeep for the rows
+// it touches. The source is neither copyable nor movable (programs share it
+// by reference).
 #pragma once
 
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
 #include <flowlib/source/position.hpp>
 #include <flowlib/where/column.hpp>
+#include <flowlib/where/value.hpp>
+#include <flowlib/where/window.hpp>
 
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <queue>
 #include <ranges>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -96,6 +138,14 @@
 #include <vector>
 
 namespace flowlib {
+
+/// @brief Where a row is held in a MemorySource: its partition and offset.
+/// Ordered as a scan visits rows (partition, then offset).
+struct row_location {
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  friend auto operator<=>(const row_location&, const row_location&) = default;
+};
 
 /// @brief Options of a MemorySource.
 struct MemorySourceOptions {
@@ -147,7 +197,13 @@ class MemorySource {
   void append(R&& rows) {
     std::lock_guard lock(mutex_);
     const std::uint64_t from = parts_[0].end;
-    for (auto&& r : rows) parts_[0].push(Row(std::forward<decltype(r)>(r)));
+    try {
+      for (auto&& r : rows) parts_[0].push(Row(std::forward<decltype(r)>(r)));
+    } catch (...) {
+      // The rows appended before the failure stay: they are changes.
+      if (parts_[0].end != from) note_append(0, from);
+      throw;
+    }
     if (parts_[0].end != from) note_append(0, from);
   }
 
@@ -248,7 +304,13 @@ class MemorySource {
     std::lock_guard lock(mutex_);
     check_position(p, "discard_before");
     std::vector<Row> removed;
-    for (std::uint32_t i = 0; i < parts_.size(); ++i) parts_[i].discard_before(p.offset(i), removed);
+    std::vector<std::size_t> bounds{0};  // removed[bounds[i], bounds[i + 1]) left partition i
+    bounds.reserve(parts_.size() + 1);
+    for (std::uint32_t i = 0; i < parts_.size(); ++i) {
+      parts_[i].discard_before(p.offset(i), removed);
+      bounds.push_back(removed.size());
+    }
+    index_forget(removed, bounds, /*erased=*/false);
     note_removal(std::move(removed));
   }
 
@@ -262,12 +324,20 @@ class MemorySource {
   std::uint64_t erase_where(Pred pred) {
     std::lock_guard lock(mutex_);
     std::vector<Row> removed;
+    std::vector<std::size_t> bounds{0};  // removed[bounds[i], bounds[i + 1]) left partition i
+    bounds.reserve(parts_.size() + 1);
     try {
-      for (auto& part : parts_) part.erase_where(pred, removed);
+      for (auto& part : parts_) {
+        part.erase_where(pred, removed);
+        bounds.push_back(removed.size());
+      }
     } catch (...) {
+      while (bounds.size() <= parts_.size()) bounds.push_back(removed.size());
+      index_forget(removed, bounds, /*erased=*/true);
       note_removal(std::move(removed));
       throw;
     }
+    index_forget(removed, bounds, /*erased=*/true);
     const std::uint64_t n = removed.size();
     note_removal(std::move(removed));
     return n;
@@ -310,14 +380,24 @@ class MemorySource {
       std::lock_guard lock(mutex_);
       observed_ = true;
       if (since < horizon_) return std::nullopt;
+      // Rows come in runs of one value (a day's rows appended together): a
+      // value equal to the previous row's is not looked up again.
+      where::detail::cell last;
+      bool have_last = false;
+      const auto note = [&](const Row& r) {
+        const where::detail::cell c = entry->get(r);
+        if (have_last && same_cell(c, last)) return;
+        seen.insert(where::detail::to_value(c));
+        last = c;
+        have_last = true;
+      };
       for (const change& c : changes_) {
         if (c.last_version <= since) continue;
         if (c.appended) {
           const partition_log& part = parts_[c.partition];
-          part.for_each_live(std::max(c.from, part.start), std::min(c.to, part.end),
-                             [&](const Row& r) { seen.insert(where::detail::to_value(entry->get(r))); });
+          part.for_each_live(std::max(c.from, part.start), std::min(c.to, part.end), note);
         } else {
-          for (const Row& r : c.removed) seen.insert(where::detail::to_value(entry->get(r)));
+          for (const Row& r : c.removed) note(r);
         }
       }
     }
@@ -370,6 +450,110 @@ class MemorySource {
     return n;
   }
 
+  /// @brief The locations of the held rows whose `column` holds one of
+  /// `values` (structural equality, see the header comment), in scan order
+  /// (partition, then offset). std::nullopt when Row has no readable
+  /// FLOWLIB_SCHEMA column `column`. Builds the column's index on first use
+  /// (a pass over the rows held, under the lock). Cost: O(values x log
+  /// distinct values + rows found x log values).
+  std::optional<std::vector<row_location>> locate(std::string_view column,
+                                                  std::span<const where::value> values) const
+    requires has_schema<Row>
+  {
+    std::lock_guard lock(mutex_);
+    const value_index* ix = index_of(column);
+    if (ix == nullptr) return std::nullopt;
+    std::vector<const value_entry*> found;
+    found.reserve(values.size());
+    for (const where::value& v : values) {
+      auto it = ix->values.find(v);
+      if (it != ix->values.end()) found.push_back(&it->second);
+    }
+    std::sort(found.begin(), found.end(), std::less<const value_entry*>{});
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    return gather(found);
+  }
+
+  /// @brief The locations of the held rows whose value in `range.column()`
+  /// lies in `range` (window::contains: SQL comparison; a null never does),
+  /// in scan order. std::nullopt as for locate(column, values). Cost:
+  /// O(log distinct values + values in the range + rows found x log values)
+  /// when the bounds are of the column's kind, else O(distinct values + ...).
+  std::optional<std::vector<row_location>> locate(const where::window& range) const
+    requires has_schema<Row>
+  {
+    std::lock_guard lock(mutex_);
+    const value_index* ix = index_of(range.column());
+    if (ix == nullptr) return std::nullopt;
+    const where::kind k = ix->get->k;
+    auto it = ix->values.begin();
+    if (range.lower() && range.lower()->at.type() == k) it = ix->values.lower_bound(range.lower()->at);
+    const bool stop = range.upper() && range.upper()->at.type() == k;
+    std::vector<const value_entry*> found;
+    for (; it != ix->values.end(); ++it) {
+      if (stop && key_less{}(range.upper()->at, it->first)) break;
+      if (range.contains(it->first)) found.push_back(&it->second);
+    }
+    return gather(found);
+  }
+
+  /// @brief Calls f(const Row&) for the row at each location still held, in
+  /// the order given (rows erased or discarded since they were located are
+  /// skipped; rows appended since are not visited). Returns the number of
+  /// rows visited. Like scan(), f runs under the lock, one chunk's worth of
+  /// locations at a time, and must not call into the source. Throws
+  /// flowlib::error (errc::invalid_argument), before calling f, when a
+  /// location names a partition the source does not have or an offset not
+  /// appended yet.
+  template <class F>
+    requires std::invocable<F&, const Row&>
+  std::uint64_t read_located(std::span<const row_location> at, F&& f) const {
+    {
+      std::lock_guard lock(mutex_);
+      for (const row_location& l : at) {
+        check_partition(l.partition, "read_located");
+        if (l.offset >= parts_[l.partition].end)
+          fail("read_located: offset " + std::to_string(l.offset) + " of partition " +
+               std::to_string(l.partition) + " has not been appended (the source holds " +
+               std::to_string(parts_[l.partition].end) + " rows there)");
+      }
+    }
+    std::uint64_t visited = 0;
+    for (std::size_t i = 0; i < at.size();) {
+      std::lock_guard lock(mutex_);
+      const std::size_t stop = std::min(at.size(), i + chunk_rows);
+      for (; i < stop; ++i) {
+        if (const Row* r = parts_[at[i].partition].held_row(at[i].offset)) {
+          f(*r);
+          ++visited;
+        }
+      }
+    }
+    return visited;
+  }
+
+  /// @brief Builds the index of `column` now rather than at the first
+  /// locate(); false when Row has no readable column `column`.
+  bool build_value_index(std::string_view column)
+    requires has_schema<Row>
+  {
+    std::lock_guard lock(mutex_);
+    return index_of(column) != nullptr;
+  }
+
+  /// @brief Whether `column` has an index (built and not dropped).
+  bool has_value_index(std::string_view column) const {
+    std::lock_guard lock(mutex_);
+    return find_index(column) != nullptr;
+  }
+
+  /// @brief Frees the index of `column`, if any (the next locate() on it
+  /// builds it again).
+  void drop_value_index(std::string_view column) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(indexes_, [&](const auto& ix) { return ix->column == column; });
+  }
+
  private:
   // Rows per chunk: about 64 KiB of rows, at least 16.
   static constexpr std::size_t chunk_rows = std::max<std::size_t>(16, (64 * 1024) / sizeof(Row));
@@ -401,6 +585,14 @@ class MemorySource {
       }
       chunks.back().rows.push_back(std::move(row));
       ++end;
+    }
+
+    // The row at `at` if it is held (not discarded nor erased), else null.
+    const Row* held_row(std::uint64_t at) const {
+      if (at < start || at >= end) return nullptr;
+      const chunk& c = chunk_at(at);
+      const std::size_t i = static_cast<std::size_t>((at - base) % chunk_rows);
+      return c.live(i) ? &c.rows[i] : nullptr;
     }
 
     chunk& chunk_at(std::uint64_t at) { return chunks[static_cast<std::size_t>((at - base) / chunk_rows)]; }
@@ -495,6 +687,7 @@ class MemorySource {
   void note_append(std::uint32_t partition, std::uint64_t from) {
     ++version_;
     const std::uint64_t to = parts_[partition].end;
+    index_append(partition, from, to);
     const bool observed = std::exchange(observed_, false);
     if (!changes_.empty() && !observed) {
       change& last = changes_.back();
@@ -537,6 +730,206 @@ class MemorySource {
     while (!changes_.empty() && (changes_.size() > options_.change_history_records ||
                                  removed_rows_ > options_.change_history_rows))
       pop_change();
+  }
+
+  // ---- Value indexes (see "Reading by value" in the header comment) ----
+
+  // Two cells hold the same value (NaN never does: it is looked up).
+  static bool same_cell(const where::detail::cell& a, const where::detail::cell& b) noexcept {
+    return a.k == b.k && a.i == b.i && a.j == b.j && a.d == b.d && a.s == b.s;
+  }
+
+  // where::value's structural order, made a strict weak order for doubles:
+  // NaNs after every number and equivalent to each other.
+  struct key_less {
+    bool operator()(const where::value& a, const where::value& b) const noexcept {
+      if (a.type() == where::kind::float64 && b.type() == where::kind::float64) {
+        const double x = a.as_double(), y = b.as_double();
+        const bool nx = x != x, ny = y != y;
+        if (nx || ny) return !nx && ny;
+        return x < y;
+      }
+      return a < b;
+    }
+  };
+
+  // The offsets of one value's rows in one partition: offsets[head..] are
+  // held, ascending (the ones before head were discarded; compacted away
+  // once they are half of the vector).
+  struct value_slot {
+    std::vector<std::uint64_t> offsets;
+    std::size_t head = 0;
+    bool empty() const noexcept { return head == offsets.size(); }
+  };
+  struct value_entry {
+    std::vector<value_slot> parts;  // by partition (as far as one holds the value)
+    bool empty() const noexcept {
+      return std::all_of(parts.begin(), parts.end(), [](const value_slot& s) { return s.empty(); });
+    }
+  };
+  struct value_index {
+    std::string column;
+    const where::detail::column_entry<Row>* get = nullptr;
+    std::map<where::value, value_entry, key_less> values;
+  };
+
+  // Under the lock: the index of `column`, or null.
+  value_index* find_index(std::string_view column) const {
+    for (const auto& ix : indexes_)
+      if (ix->column == column) return ix.get();
+    return nullptr;
+  }
+
+  // Under the lock: the index of `column`, built if need be; null when Row
+  // has no readable column of that name.
+  const value_index* index_of(std::string_view column) const
+    requires has_schema<Row>
+  {
+    if (value_index* ix = find_index(column)) return ix;
+    const auto* entry = where::detail::find_column<Row>(column);
+    if (!entry || entry->k == where::kind::null) return nullptr;
+    auto ix = std::make_unique<value_index>();
+    ix->column = std::string(column);
+    ix->get = entry;
+    for (std::uint32_t p = 0; p < parts_.size(); ++p) add_rows(*ix, p, parts_[p].start, parts_[p].end);
+    indexes_.reserve(indexes_.size() + 1);
+    indexes_.push_back(std::move(ix));
+    return indexes_.back().get();
+  }
+
+  // Adds the held rows of `partition` in [from, to) (after every offset the
+  // index holds for that partition).
+  void add_rows(value_index& ix, std::uint32_t partition, std::uint64_t from, std::uint64_t to) const {
+    const partition_log& part = parts_[partition];
+    value_slot* slot = nullptr;
+    where::detail::cell last;
+    for (std::uint64_t at = from; at < to; ++at) {
+      const Row* r = part.held_row(at);
+      if (r == nullptr) continue;
+      const where::detail::cell c = ix.get->get(*r);
+      if (slot == nullptr || !same_cell(c, last)) {
+        value_entry& e = ix.values[where::detail::to_value(c)];
+        if (e.parts.size() <= partition) e.parts.resize(partition + 1);
+        slot = &e.parts[partition];
+        last = c;
+      }
+      slot->offsets.push_back(at);
+    }
+  }
+
+  // Under the lock: rows [from, to) were appended to `partition`.
+  void index_append(std::uint32_t partition, std::uint64_t from, std::uint64_t to) noexcept {
+    if (indexes_.empty()) return;
+    try {
+      for (auto& ix : indexes_) add_rows(*ix, partition, from, to);
+    } catch (...) {
+      indexes_.clear();  // out of memory: rebuilt by the next locate()
+    }
+  }
+
+  // Under the lock: `removed` (removed[bounds[p], bounds[p + 1]) from
+  // partition p) were erased or discarded. Each slot of a value they held
+  // drops its offsets of rows no longer held: a discard moves `head` past
+  // the partition's start; an erase filters the slot.
+  void index_forget(const std::vector<Row>& removed, const std::vector<std::size_t>& bounds,
+                    bool erased) noexcept {
+    if (indexes_.empty() || removed.empty()) return;
+    try {
+      for (auto& ix : indexes_) {
+        using iterator = typename decltype(ix->values)::iterator;
+        std::vector<std::pair<iterator, std::uint32_t>> touched;
+        for (std::uint32_t p = 0; p + 1 < bounds.size(); ++p) {
+          where::detail::cell last;
+          bool have_last = false;
+          for (std::size_t i = bounds[p]; i < bounds[p + 1]; ++i) {
+            const where::detail::cell c = ix->get->get(removed[i]);
+            if (have_last && same_cell(c, last)) continue;
+            last = c;
+            have_last = true;
+            auto it = ix->values.find(where::detail::to_value(c));
+            if (it != ix->values.end()) touched.emplace_back(it, p);
+          }
+        }
+        const auto order = [](const auto& a, const auto& b) {
+          if (a.first != b.first) return std::less<const value_entry*>{}(&a.first->second, &b.first->second);
+          return a.second < b.second;
+        };
+        const auto same = [](const auto& a, const auto& b) { return a.first == b.first && a.second == b.second; };
+        std::sort(touched.begin(), touched.end(), order);
+        touched.erase(std::unique(touched.begin(), touched.end(), same), touched.end());
+        for (std::size_t i = 0; i < touched.size();) {
+          const iterator it = touched[i].first;
+          for (; i < touched.size() && touched[i].first == it; ++i) {
+            const std::uint32_t p = touched[i].second;
+            if (it->second.parts.size() > p) purge(it->second.parts[p], parts_[p], erased);
+          }
+          if (it->second.empty()) ix->values.erase(it);  // its last row went
+        }
+      }
+    } catch (...) {
+      indexes_.clear();  // out of memory: rebuilt by the next locate()
+    }
+  }
+
+  static void purge(value_slot& s, const partition_log& part, bool erased) {
+    auto& o = s.offsets;
+    s.head = static_cast<std::size_t>(
+        std::lower_bound(o.begin() + static_cast<std::ptrdiff_t>(s.head), o.end(), part.start) - o.begin());
+    if (erased) {
+      o.erase(std::remove_if(o.begin() + static_cast<std::ptrdiff_t>(s.head), o.end(),
+                             [&](std::uint64_t at) { return part.held_row(at) == nullptr; }),
+              o.end());
+    }
+    if (s.head > 0 && s.head * 2 >= o.size()) {
+      o.erase(o.begin(), o.begin() + static_cast<std::ptrdiff_t>(s.head));
+      s.head = 0;
+    }
+    if (o.capacity() > 64 && o.size() * 4 < o.capacity()) o.shrink_to_fit();
+  }
+
+  // Under the lock: the locations of the rows of `found` (distinct values),
+  // partition by partition, each partition's merged into offset order.
+  std::vector<row_location> gather(const std::vector<const value_entry*>& found) const {
+    std::size_t n = 0;
+    for (const value_entry* e : found)
+      for (const value_slot& s : e->parts) n += s.offsets.size() - s.head;
+    std::vector<row_location> out;
+    out.reserve(n);
+    std::vector<std::span<const std::uint64_t>> runs;
+    for (std::uint32_t p = 0; p < parts_.size(); ++p) {
+      runs.clear();
+      for (const value_entry* e : found) {
+        if (e->parts.size() <= p || e->parts[p].empty()) continue;
+        const value_slot& s = e->parts[p];
+        runs.emplace_back(s.offsets.data() + s.head, s.offsets.size() - s.head);
+      }
+      merge(p, runs, out);
+    }
+    return out;
+  }
+
+  // Appends the union of the ascending, disjoint `runs` to `out`, in order:
+  // a heap of the runs by their next offset, each run copied from while it
+  // stays below the next one's (rows of one value tend to be consecutive).
+  static void merge(std::uint32_t partition, std::vector<std::span<const std::uint64_t>>& runs,
+                    std::vector<row_location>& out) {
+    if (runs.size() == 1) {
+      for (std::uint64_t at : runs[0]) out.push_back(row_location{partition, at});
+      return;
+    }
+    using item = std::pair<std::uint64_t, std::size_t>;  // next offset, run
+    std::priority_queue<item, std::vector<item>, std::greater<item>> heap;
+    for (std::size_t i = 0; i < runs.size(); ++i) heap.emplace(runs[i].front(), i);
+    while (!heap.empty()) {
+      const std::size_t i = heap.top().second;
+      heap.pop();
+      const std::uint64_t bound = heap.empty() ? std::numeric_limits<std::uint64_t>::max() : heap.top().first;
+      auto& r = runs[i];
+      std::size_t k = 0;
+      while (k < r.size() && r[k] < bound) out.push_back(row_location{partition, r[k++]});
+      r = r.subspan(k);
+      if (!r.empty()) heap.emplace(r.front(), i);
+    }
   }
 
   [[noreturn]] void fail(const std::string& detail) const {
@@ -589,6 +982,8 @@ class MemorySource {
   std::uint64_t horizon_ = 0;        // smallest `since` changed_values() answers
   std::uint64_t removed_rows_ = 0;   // rows held by the removal records
   std::deque<change> changes_;
+  // The value indexes built by locate() (none until then).
+  mutable std::vector<std::unique_ptr<value_index>> indexes_;
   // The current version was reported to a reader: the next append starts a
   // new change record (so changed_values is exact for reported versions).
   mutable bool observed_ = false;

@@ -6,7 +6,18 @@
 //
 // It meets the row-store contract (storage/row_store.hpp) and has every
 // optional hook and capability listed there, the change journal included
-// (journaled_row_store: a micro-batch's changes can be undone exactly).
+// (journaled_row_store: a micro-batch's changes can be undone exactly), and
+// prepared assigns (parallel_assign_row_store: rows assigned from several
+// threads at once, journaled as a one-thread commit would journal them).
+//
+// Threads: a store is used by one thread at a time, with one exception.
+// Between prepare_assigns() and finish_assigns(), assign_prepared() calls
+// for distinct ids may run on several threads at once, and nothing else may
+// run concurrently with them. Such a call writes only its row's slot and
+// the journal record prepare_assign() set aside for it (a slot of its own);
+// everything shared (the free list, the counters, the flag bytes, the
+// journal's lists) is written by prepare_assign() and finish_assigns(), on
+// one thread.
 #pragma once
 
 #include <flowlib/detail/prefetch.hpp>
@@ -22,6 +33,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <new>
 #include <optional>
 #include <ranges>
@@ -57,6 +69,77 @@ namespace detail {
 /// the journal's memory is bounded by the rows a batch touches, and its
 /// buffers are kept for the next batch. Without a journal, each operation
 /// pays one test of a flag.
+///
+/// Prepared assigns (prepare_assign() .. assign_prepared()) split a
+/// journaled assign in two: the serial half records the slot in the journal
+/// (in the order a one-thread commit would assign, so journal_changed()
+/// lists the rows in that order) and sets aside a record of its own for the
+/// row's old value; the other half, which may run on any thread, moves the
+/// old value into that record and the new value into the slot. The records
+/// live in a buffer of their own (pre_), reserved before the commit.
+/// The records of prepared assigns: rows built in place at the index a
+/// ticket names, in a buffer reserved ahead (reserve() may throw; take()
+/// and construct() cannot). Every index below size() holds a row once its
+/// assign ran; clear() destroys them.
+template <class Row>
+class preimage_buffer {
+ public:
+  preimage_buffer() = default;
+  preimage_buffer(const preimage_buffer&) = delete;
+  preimage_buffer& operator=(const preimage_buffer&) = delete;
+  preimage_buffer(preimage_buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)),
+        cap_(std::exchange(o.cap_, 0)),
+        used_(std::exchange(o.used_, 0)) {}
+  preimage_buffer& operator=(preimage_buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      cap_ = std::exchange(o.cap_, 0);
+      used_ = std::exchange(o.used_, 0);
+    }
+    return *this;
+  }
+  ~preimage_buffer() { release(); }
+
+  std::size_t size() const noexcept { return used_; }
+  /// Room for n records in all (the rows held are moved to a new buffer).
+  void reserve(std::size_t n) {
+    if (n <= cap_) return;
+    std::allocator<Row> a;
+    const std::size_t cap = std::max(n, 2 * cap_);
+    Row* d = a.allocate(cap);
+    for (std::size_t i = 0; i < used_; ++i) {
+      ::new (static_cast<void*>(d + i)) Row(std::move(data_[i]));
+      data_[i].~Row();
+    }
+    if (data_ != nullptr) a.deallocate(data_, cap_);
+    data_ = d;
+    cap_ = cap;
+  }
+  /// The next record's index (room reserved).
+  std::size_t take() noexcept { return used_++; }
+  void construct(std::size_t i, Row&& r) noexcept { ::new (static_cast<void*>(data_ + i)) Row(std::move(r)); }
+  Row& operator[](std::size_t i) noexcept { return data_[i]; }
+  void clear() noexcept {
+    if constexpr (!std::is_trivially_destructible_v<Row>) {
+      for (std::size_t i = 0; i < used_; ++i) data_[i].~Row();
+    }
+    used_ = 0;
+  }
+
+ private:
+  void release() noexcept {
+    clear();
+    if (data_ != nullptr) std::allocator<Row>{}.deallocate(data_, cap_);
+    data_ = nullptr;
+    cap_ = 0;
+  }
+  Row* data_ = nullptr;
+  std::size_t cap_ = 0;
+  std::size_t used_ = 0;
+};
+
 template <class Row>
 class memory_row_store {
   static_assert(std::is_nothrow_move_constructible_v<Row> && std::is_nothrow_move_assignable_v<Row>,
@@ -259,6 +342,48 @@ class memory_row_store {
     return row(id);
   }
 
+  // --- Prepared assigns (capability parallel_assign_row_store) --------------
+
+  /// What prepare_assign() returns: the journal record set aside for a row's
+  /// old value, or no_ticket when the assign saves nothing.
+  using assign_ticket = std::size_t;
+  static constexpr assign_ticket no_ticket = no_assign_ticket;
+
+  /// Makes room for the journal's records of `n` prepare_assign() calls, so
+  /// that they and their assign_prepared() cannot fail. Nothing changes if
+  /// it throws. Not between a prepare_assign() and its assign_prepared().
+  void prepare_assigns(std::size_t n) {
+    if (!journal_) return;
+    grow(j_saved_, j_saved_.size() + n);
+    pre_.reserve(pre_.size() + n);
+  }
+  /// The serial half of assign(id, ...): records the change of live row
+  /// `id` in the journal (as assign() would) and returns the ticket its
+  /// assign_prepared() takes. Call on one thread, in the order a one-thread
+  /// commit would assign; each id at most once before finish_assigns().
+  /// Room for the records must have been made by prepare_assigns().
+  assign_ticket prepare_assign(row_id id) noexcept {
+    if (!journal_ || id >= j_bound_) return no_ticket;
+    unsigned char& b = flags(id);
+    if (b & saved_bit) return no_ticket;
+    b |= saved_bit;
+    const std::size_t t = pre_.take();
+    j_saved_.push_back({id, static_cast<row_id>(t), true});
+    return t;
+  }
+  /// The other half: the old value of row `id` goes to the ticket's record,
+  /// `r` into the slot. May run on several threads at once for distinct ids
+  /// (see the header comment's thread rules). Every prepared id must be
+  /// assigned before finish_assigns().
+  void assign_prepared(assign_ticket t, row_id id, Row&& r) noexcept {
+    Row& dst = row(id);
+    if (t != no_ticket) pre_.construct(t, std::move(dst));
+    dst = std::move(r);
+  }
+  /// Ends a run of prepared assigns (on one thread, after every
+  /// assign_prepared() returned): counts the change (changes()).
+  void finish_assigns() noexcept { ++changes_; }
+
   // --- The change journal (capability journaled_row_store) ------------------
 
   /// From now on every change is recorded, until commit_journal() or
@@ -297,11 +422,15 @@ class memory_row_store {
     }
     // Slots below it: what they held, each saved once.
     std::size_t k = 0;
-    for (const saved_slot& s : j_saved_) {
+    const std::size_t n = j_saved_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + flag_prefetch_distance < n) prefetch_flags(j_saved_[i + flag_prefetch_distance].id);
+      const saved_slot& s = j_saved_[i];
       unsigned char& b = flags(s.id);
       if (b & live_bit) row(s.id).~Row();
       if (s.live) {
-        ::new (static_cast<void*>(slot_at(s.id)->bytes)) Row(std::move(j_rows_[k++]));
+        Row& old = s.link == no_slot ? j_rows_[k++] : pre_[s.link];
+        ::new (static_cast<void*>(slot_at(s.id)->bytes)) Row(std::move(old));
         b = live_bit;
       } else {
         set_link(s.id, s.link);
@@ -321,7 +450,11 @@ class memory_row_store {
   /// without an open journal.
   void commit_journal() noexcept {
     if (!journal_) return;
-    for (const saved_slot& s : j_saved_) flags(s.id) &= live_bit;
+    const std::size_t n = j_saved_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + flag_prefetch_distance < n) prefetch_flags(j_saved_[i + flag_prefetch_distance].id);
+      flags(j_saved_[i].id) &= live_bit;
+    }
     for (const row_id id : j_inserted_) flags(id) &= static_cast<unsigned char>(~inserted_bit);
     end_journal();
   }
@@ -392,7 +525,14 @@ class memory_row_store {
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
     // The last byte's line too, when the row straddles two.
-    prefetch_straddling_exact<access::write>(slot_at(id), sizeof(slot));
+    const slot* p = slot_at(id);
+    prefetch_straddling_exact<access::write>(p, sizeof(slot));
+    // A journaled change reads and writes the slot's flag byte, which lies
+    // apart from the slot (a miss of its own on a large table).
+    if (journal_) prefetch_flags(id);
+    // GCC takes a function that only reads memory and prefetches for pure,
+    // and drops calls to it whose result is unused: this keeps the call.
+    asm volatile("" : : "r"(p));
   }
 
   std::size_t size() const noexcept { return live_; }
@@ -470,10 +610,13 @@ class memory_row_store {
   // Saves live row `id` before its first change in the journal: moved
   // aside by erase/assign (`move`), copied by get(). Rows past the old
   // bound, and slots already saved, need nothing.
-  [[gnu::noinline]] void save_live(row_id id, bool move = false) noexcept {
+  void save_live(row_id id, bool move = false) noexcept {
     if (id >= j_bound_) return;
     unsigned char& b = flags(id);
     if (b & saved_bit) return;
+    save_live_slow(id, b, move);
+  }
+  [[gnu::noinline]] void save_live_slow(row_id id, unsigned char& b, bool move) noexcept {
     // A failure to grow the journal cannot be reported from a noexcept
     // change: it ends the program (see begin_journal()).
     j_saved_.push_back({id, no_slot, true});
@@ -483,6 +626,11 @@ class memory_row_store {
       j_rows_.push_back(row(id));  // (begin_journal() requires the copy)
     }
     b |= saved_bit;
+  }
+  void prefetch_flags(row_id id) const noexcept {
+    const unsigned char* p = &flags(id);
+    detail::prefetch<access::write>(p);
+    asm volatile("" : : "r"(p));  // (see prefetch())
   }
   // erase() while journaling: saves the row's value (moved out) if needed;
   // returns the flag bits the dead slot keeps.
@@ -541,6 +689,7 @@ class memory_row_store {
   void end_journal() noexcept {
     j_saved_.clear();
     j_rows_.clear();
+    pre_.clear();
     j_inserted_.clear();
     j_stale_ = 0;
     journal_ = false;
@@ -591,6 +740,7 @@ class memory_row_store {
     j_stale_ = std::exchange(o.j_stale_, 0);
     j_saved_ = std::move(o.j_saved_);
     j_rows_ = std::move(o.j_rows_);
+    pre_ = std::move(o.pre_);
     j_inserted_ = std::move(o.j_inserted_);
   }
 
@@ -608,15 +758,19 @@ class memory_row_store {
   static constexpr unsigned char live_bit = 1, saved_bit = 2, inserted_bit = 4;
   struct saved_slot {
     row_id id;
-    row_id link;  // a dead slot's free-list link
-    bool live;    // a live row: its value is the next one in j_rows_
+    row_id link;  // a dead slot's free-list link; a live row's record in pre_, or no_slot
+    bool live;    // a live row: its value is in pre_[link], else the next one in j_rows_
   };
+  // The journal reads and writes flag bytes in the order of j_saved_, which
+  // is the order of the rows' ids nowhere: it prefetches them this far ahead.
+  static constexpr std::size_t flag_prefetch_distance = 8;
   bool journal_ = false;
   std::size_t j_bound_ = 0, j_live_ = 0, j_free_count_ = 0;  // the counters at begin
   row_id j_free_head_ = no_slot;
   mutable std::size_t j_stale_ = 0;          // erased ids still listed in j_inserted_
   std::vector<saved_slot> j_saved_;          // slots below j_bound_, first change order
   std::vector<Row> j_rows_;                  // the saved live rows' values, same order
+  preimage_buffer<Row> pre_;                 // prepared assigns' old values, by ticket
   mutable std::vector<row_id> j_inserted_;   // inserted ids, in order (with stale ones)
 };
 

@@ -43,6 +43,23 @@
 //     undone when a later step of the batch (a checkpoint write) fails, and
 //     the inserted rows feed the table's append log. The memory store has
 //     it; flows never call it.
+//   - prepared assigns (`parallel_assign_row_store`): assign(id, row) split
+//     in a serial half and a half that may run on several threads at once.
+//     prepare_assigns(n) makes room (may throw, changing nothing); then,
+//     on one thread, prepare_assign(id) -> ticket for each row to assign,
+//     in the order a one-thread commit would assign them (inserts and
+//     erases of other rows may come between); then assign_prepared(ticket,
+//     id, row) for each prepared id, on any threads, concurrently for
+//     distinct ids and with nothing else running on the store; then
+//     finish_assigns() on one thread. A ticket of detail::no_assign_ticket
+//     (what prepare_assign() returns when nothing needs recording, e.g. no
+//     journal is open) makes assign_prepared() a plain assign, for which no
+//     prepare_assign() is needed. The result, journal included, is the
+//     one the same assign() calls in prepare order give; all but
+//     prepare_assigns() are noexcept. REPLACE USING spreads the commit of a
+//     large batch over threads only on stores that have it. The memory
+//     store has it (and so do SqliteStorage and FileStorage, which keep
+//     their rows in one).
 //
 // Optional hooks, detected at compile time; a flow calls them through the
 // helpers below, which fall back to the required operations:
@@ -115,6 +132,23 @@ concept journaled_row_store =
       { s.commit_journal() } noexcept;
       { cs.journaling() } -> std::convertible_to<bool>;
       { cs.journal_inserted() } -> std::convertible_to<std::span<const row_id>>;
+    };
+
+namespace detail {
+/// The ticket of a prepared assign that records nothing (see the header).
+inline constexpr std::size_t no_assign_ticket = static_cast<std::size_t>(-1);
+}  // namespace detail
+
+/// @brief A row store with prepared assigns (see the header comment):
+/// rows assigned from several threads at once. REPLACE USING's sharded
+/// commit requires it; a store without it is written by one thread.
+template <class S>
+concept parallel_assign_row_store =
+    row_store<S> && requires(S& s, row_id id, typename S::row_type&& r, std::size_t n) {
+      s.prepare_assigns(n);
+      { s.prepare_assign(id) } noexcept -> std::same_as<std::size_t>;
+      { s.assign_prepared(std::size_t{}, id, std::move(r)) } noexcept;
+      { s.finish_assigns() } noexcept;
     };
 
 /// @brief A storage policy: `Policy::store<Row>` is its row store.

@@ -1,0 +1,174 @@
+// flowlib/detail/task_pool.hpp
+//
+// task_pool: a fixed set of worker threads for fork-join work inside one
+// update (PipelineOptions::threads): run(n, f) calls f(0) .. f(n-1), spread
+// over the workers and the calling thread, and returns when all are done.
+//
+// Contract:
+//   - size() threads take part in a run(): size() - 1 workers and the
+//     caller. A pool of size 1 has no workers and runs everything inline.
+//   - One run() at a time uses the workers. A run() that finds them busy
+//     (a flow running on a worker that itself asks for parallel work, or
+//     two callers at once) runs its tasks inline on its own thread: nesting
+//     never deadlocks, and the work is the same, only less parallel.
+//   - If tasks throw, run() still waits for every task, then rethrows the
+//     exception of the lowest index that threw, so a failure is reported
+//     the same way whatever the scheduling.
+// Tasks are claimed through one atomic counter: a run of n tasks costs n
+// atomic increments plus two wake-ups per worker, so callers should give
+// each task a sizeable piece of work (a shard, a flow). Internal.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace flowlib::detail {
+
+class task_pool {
+ public:
+  /// A pool in which `threads` threads (at least 1, the caller included)
+  /// take part in each run().
+  explicit task_pool(std::size_t threads) {
+    const std::size_t workers = threads > 1 ? threads - 1 : 0;
+    workers_.reserve(workers);
+    for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });
+  }
+  task_pool(const task_pool&) = delete;
+  task_pool& operator=(const task_pool&) = delete;
+  ~task_pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  /// Threads that take part in a run(), the caller included.
+  std::size_t size() const noexcept { return workers_.size() + 1; }
+
+  /// Calls f(i) for every i in [0, n) and returns when all calls returned;
+  /// see the header comment for threads, nesting and exceptions.
+  template <class F>
+  void run(std::size_t n, F&& f) {
+    if (n == 0) return;
+    std::unique_lock busy(run_mutex_, std::try_to_lock);
+    if (workers_.empty() || n == 1 || !busy.owns_lock()) {
+      run_inline(n, f);
+      return;
+    }
+    job j;
+    j.n = n;
+    j.task = [&f](std::size_t i) { f(i); };
+    {
+      std::lock_guard lock(mutex_);
+      job_ = &j;
+      ++generation_;
+    }
+    wake_.notify_all();
+    drain(j);
+    {
+      // Wait until every worker left the job (so `j` may go) and every
+      // task finished.
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return j.finished == n && j.inside == 0; });
+      job_ = nullptr;
+    }
+    if (j.error) std::rethrow_exception(j.error);
+  }
+
+ private:
+  struct job {
+    std::size_t n = 0;
+    std::function<void(std::size_t)> task;
+    std::atomic<std::size_t> next{0};
+    std::size_t finished = 0;  // under mutex_
+    std::size_t inside = 0;    // workers in drain(); under mutex_
+    std::exception_ptr error;  // of the lowest failing index; under mutex_
+    std::size_t error_index = 0;
+  };
+
+  template <class F>
+  static void run_inline(std::size_t n, F& f) {
+    std::exception_ptr first;
+    for (std::size_t i = 0; i < n; ++i) {
+      try {
+        f(i);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+  // Claims and runs tasks of `j` until none is left.
+  void drain(job& j) {
+    std::size_t done = 0;
+    std::exception_ptr error;
+    std::size_t error_index = 0;
+    for (std::size_t i; (i = j.next.fetch_add(1, std::memory_order_relaxed)) < j.n;) {
+      try {
+        j.task(i);
+      } catch (...) {
+        if (!error || i < error_index) {
+          error = std::current_exception();
+          error_index = i;
+        }
+      }
+      ++done;
+    }
+    std::lock_guard lock(mutex_);
+    j.finished += done;
+    if (error && (!j.error || error_index < j.error_index)) {
+      j.error = error;
+      j.error_index = error_index;
+    }
+  }
+
+  void work() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      job* j = nullptr;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || (job_ != nullptr && generation_ != seen); });
+        if (stopping_) return;
+        seen = generation_;
+        j = job_;
+        ++j->inside;
+      }
+      drain(*j);
+      {
+        std::lock_guard lock(mutex_);
+        --j->inside;
+      }
+      done_.notify_all();
+    }
+  }
+
+  std::mutex run_mutex_;  // held by the run() that uses the workers
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  job* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+/// The threads a pool should have by default: the machine's cores (at
+/// least 1).
+inline std::size_t default_threads() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+}  // namespace flowlib::detail
