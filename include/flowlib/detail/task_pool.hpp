@@ -60,11 +60,17 @@ class task_pool {
   template <class F>
   void run(std::size_t n, F&& f) {
     if (n == 0) return;
-    std::unique_lock busy(run_mutex_, std::try_to_lock);
-    if (workers_.empty() || n == 1 || !busy.owns_lock()) {
+    // Claims the workers; a run that finds them claimed (by another caller,
+    // or by the task it runs within) runs inline.
+    bool idle = false;
+    if (workers_.empty() || n == 1 || !busy_.compare_exchange_strong(idle, true, std::memory_order_acquire)) {
       run_inline(n, f);
       return;
     }
+    struct release {
+      std::atomic<bool>& flag;
+      ~release() { flag.store(false, std::memory_order_release); }
+    } claimed{busy_};
     job j;
     j.n = n;
     j.task = [&f](std::size_t i) { f(i); };
@@ -154,7 +160,7 @@ class task_pool {
     }
   }
 
-  std::mutex run_mutex_;  // held by the run() that uses the workers
+  std::atomic<bool> busy_{false};  // a run() uses the workers
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;

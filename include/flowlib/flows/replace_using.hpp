@@ -522,9 +522,11 @@ class ReplaceUsing {
   }
 
   // Applies one group of `sc` (R-USING-2): `e` is its key's entry, or null
-  // for a key new to the target, whose copy `new_key` then is.
+  // for a key new to the target, whose copy `new_key` then is. Inlined into
+  // the commit loops: a call per group costs the prefetching loop about a
+  // fifth of its speed.
   template <class Store>
-  void commit_group(Store& store, scratch_type& sc, typename scratch_type::group& grp, entry* e,
+  [[gnu::always_inline]] void commit_group(Store& store, scratch_type& sc, typename scratch_type::group& grp, entry* e,
                     key_type* new_key, BatchStats& stats) noexcept {
     if (e == nullptr) {  // a key new to the target
       const row_id head = insert_chain(store, sc, grp.head, detail::npos);

@@ -302,7 +302,8 @@ class memory_row_store {
     return n;
   }
 
-  void assign(row_id id, Row&& r) noexcept {
+  // Inlined: REPLACE USING's commit loop calls it per key.
+  [[gnu::always_inline]] void assign(row_id id, Row&& r) noexcept {
     ++changes_;
     if (journal_) save_live(id, /*move=*/true);  // the old value is overwritten anyway
     row(id) = std::move(r);
