@@ -28,7 +28,7 @@ namespace threads_equivalence {
 
 using namespace threadtest;
 
-TEST_CASE("threads: every update of a random pipeline gives what threads = 1 gives (tables, row ids, checkpoint records, summaries, events, progress), with threads 2, 3 and 8") {
+TEST_CASE("R-EXACT-7: every update of a random pipeline gives what threads = 1 gives (tables, row ids, checkpoint records, summaries, events, progress), with threads 2, 3 and 8") {
   std::size_t foreign = 0;
   std::size_t calls = 0;
   std::size_t batches = 0;

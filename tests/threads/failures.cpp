@@ -122,7 +122,7 @@ void check_same_tables(memory_world& got, memory_world& want) {
   CHECK(want.down2.size() == 6);
 }
 
-TEST_CASE("threads = 2: a flow failing while an independent flow runs: its error is reported, the running flow's batch is committed, a flow depending on the running one does not start") {
+TEST_CASE("R-EXACT-7, threads = 2: a flow failing while an independent flow runs: its error is reported, the running flow's batch is committed, a flow depending on the running one does not start") {
   reference ref;
   sources s;
   fill(s);
@@ -156,7 +156,7 @@ TEST_CASE("threads = 2: a flow failing while an independent flow runs: its error
   check_same_tables(w, ref.w);
 }
 
-TEST_CASE("threads = 2: two flows of one wave fail: the error of the one declared first is reported, though the other failed first; a flow depending on them does not start") {
+TEST_CASE("R-EXACT-7, threads = 2: two flows of one wave fail: the error of the one declared first is reported, though the other failed first; a flow depending on them does not start") {
   reference ref;
   sources s;
   fill(s);

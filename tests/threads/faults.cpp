@@ -224,7 +224,7 @@ run_counts one_seed(std::uint64_t seed, const std::function<std::unique_ptr<W>()
   return counts;
 }
 
-TEST_CASE("R-EXACT-1 with threads = 2: faults at random (step, flow, batch), each followed by another update of the same or a new Pipeline, end with the tables of a threads = 1 run without faults (memory tables and checkpoint)") {
+TEST_CASE("R-EXACT-1, R-EXACT-7 with threads = 2: faults at random (step, flow, batch), each followed by another update of the same or a new Pipeline, end with the tables of a threads = 1 run without faults (memory tables and checkpoint)") {
   run_counts total;
   std::map<std::string, std::size_t> by_step;
   std::size_t foreign = 0;
@@ -287,13 +287,13 @@ void durable_case(const Open& open_at, const char* stem) {
   CHECK(total.reopened >= 1);
 }
 
-TEST_CASE("R-EXACT-1, R-DURABLE-1 with threads = 2: faults at random, each followed by another update or a restart from the files, end with the tables of a threads = 1 run without faults (FileStorage + FileCheckpoint)") {
+TEST_CASE("R-EXACT-1, R-EXACT-7, R-DURABLE-1 with threads = 2: faults at random, each followed by another update or a restart from the files, end with the tables of a threads = 1 run without faults (FileStorage + FileCheckpoint)") {
   using W = world<fl::FileStorage, fl::FileCheckpoint>;
   durable_case<W>([](const std::filesystem::path& dir) { return std::make_unique<W>(dir / "ck"); },
                   "flowlib_threads_file");
 }
 
-TEST_CASE("R-EXACT-1, R-DURABLE-1 with threads = 2: faults at random, each followed by another update or a restart from the database, end with the tables of a threads = 1 run without faults (SqliteStorage + SqliteCheckpoint)") {
+TEST_CASE("R-EXACT-1, R-EXACT-7, R-DURABLE-1 with threads = 2: faults at random, each followed by another update or a restart from the database, end with the tables of a threads = 1 run without faults (SqliteStorage + SqliteCheckpoint)") {
   using W = world<fl::SqliteStorage, fl::SqliteCheckpoint>;
   durable_case<W>([](const std::filesystem::path& dir) { return std::make_unique<W>((dir / "db.sqlite").string()); },
                   "flowlib_threads_sqlite");

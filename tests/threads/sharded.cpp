@@ -17,7 +17,7 @@ namespace threads_sharded {
 
 using namespace threadtest;
 
-TEST_CASE("threads: a REPLACE USING batch large enough to be spread over the threads, beside flows of other waves, gives what threads = 1 gives") {
+TEST_CASE("R-EXACT-7: a REPLACE USING batch large enough to be spread over the threads, beside flows of other waves, gives what threads = 1 gives") {
   // cur0 shares s0 with app0, so it runs in a wave of its own, where its
   // batches of 16384 rows or more (flows/replace_using.hpp's
   // sharded_min_rows) may be applied key-sharded; ind and cur1 run beside
