@@ -16,7 +16,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace runtime_pipeline_events {
@@ -152,6 +154,39 @@ TEST_CASE("Event log: a failed batch writes FAILED events with the error's code 
   CHECK(events[2]["state"] == "FAILED");
   CHECK(events[2]["error"]["code"] == "EXPECTATION_VIOLATION");
   CHECK(current.empty());
+}
+
+TEST_CASE("Event log: a fault at positions_recorded writes a FAILED flow_progress event that counts no row read (R-EXACT-1)") {
+  fl::MemorySource<Order> feed{"orders"};
+  fl::StreamingTable<Order> current{"current"};
+  fl::MemoryCheckpoint ckpt;
+  flowtest::json_events captured;
+  auto& [type, events, log] = captured;
+  bool armed = false;
+  fl::PipelineOptions options;
+  options.threads = 1;
+  options.fault_hook = [&armed](fl::fault_point at, std::string_view, std::uint64_t) {
+    if (armed && at == fl::fault_point::positions_recorded) throw std::runtime_error("fault");
+  };
+  fl::Pipeline p{"toko", ckpt, options};
+  p.event_log(log);
+  p.flow("orders").from(feed).into(current, Current{"current"});
+  feed.append(std::vector<Order>{o(1, "a", 5, 1), o(2, "b", 5, 2), o(3, "c", 5, 3)});
+  p.update();  // batch 0 reads 3 rows
+  feed.append(o(4, "d", 5, 4));
+  armed = true;
+  const std::size_t before = events.size();
+  CHECK_THROWS_AS(p.update(), std::runtime_error);
+  REQUIRE(events.size() == before + 3);  // update STARTED, the batch FAILED, update FAILED
+  const auto& ev = events[before + 1];
+  CHECK(ev["event_type"] == "flow_progress");
+  CHECK(ev["status"] == "FAILED");
+  CHECK(ev["batch_id"] == 1);
+  CHECK(ev["metrics"]["num_input_rows"] == 0);  // nothing read yet (not the last batch's 3)
+  CHECK(ev["error"]["code"] == "EXCEPTION");
+  armed = false;
+  p.update();
+  CHECK(current.size() == 4);
 }
 
 TEST_CASE("Event log: update ids go on increasing across a restart over the same checkpoint") {

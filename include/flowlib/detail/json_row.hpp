@@ -11,8 +11,21 @@
 //
 // Contract:
 //   - keys are matched against the schema's column names exactly (after
-//     unescaping); keys that name no column are ignored; of duplicate keys
-//     the last one wins;
+//     unescaping); keys that name no column are ignored (their values are
+//     still checked, below); of duplicate keys the last one wins;
+//   - the record must be JSON (RFC 8259) whichever key holds the bad
+//     token: a value that is not JSON under any key, known or not, nested
+//     or not, is errc::malformed_record ("not valid JSON (...)", naming the
+//     column, or the key when it names none), in rescue mode too (strict
+//     mode names the record's first problem, which may be an earlier
+//     refused value). Not JSON: bad literals (tru, nul, fals), bad numbers
+//     (01, 1., .5, +1, NaN, -), bad escapes or surrogates, missing or extra
+//     commas, colons or keys, unterminated strings, control characters in
+//     strings, invalid UTF-8, anything after the object; and a number
+//     beyond a double's range (1e400: the limit of simdjson and of most
+//     parsers, which read numbers as doubles), so that any rescued text
+//     parses. An integer beyond 64 bits is JSON (a column may refuse it).
+//     Objects and arrays nested more than 1024 deep are refused;
 //   - values: JSON null -> a std::optional column is std::nullopt (null in
 //     any other column is an error); numbers -> integer columns
 //     (range-checked against the column's type; a number written with a
@@ -33,7 +46,10 @@
 //     column value-initialised (std::nullopt for an optional) and goes to the
 //     rescued column, which holds the JSON object {"<key>":<raw JSON>,...}
 //     of every rescued value, in the record's order, exactly as the record
-//     wrote them (no spaces added); with rescue_unknown, keys that name no
+//     wrote them (no spaces added, the blanks after a value dropped), so
+//     the rescued text is always JSON: a value that is not JSON is not
+//     rescued but fails the whole record (above), for the caller to keep
+//     whole (FileSource's _raw row); with rescue_unknown, keys that name no
 //     column too. A key named like the rescued column is then an unknown key.
 //     Nothing rescued -> the rescued column is empty (std::nullopt for an
 //     optional). A missing non-optional column is still an error. Of
@@ -59,8 +75,11 @@
 // and compared with the names of its length. Each column's reader is a
 // plain function in a table indexed by column; it asks simdjson for the
 // column's type directly and looks at the value's JSON type only to
-// explain a refusal. Values of unknown keys are skipped without being
-// decoded.
+// explain a refusal. Values of unknown keys are read only to be checked
+// (json_check_value: keys and strings with escapes unescaped into the
+// parser's buffer, literals and numbers checked, nothing stored), which
+// costs only records that have such keys; a refused or rescued object or
+// array is checked in a copy of its text.
 #pragma once
 
 #include <flowlib/detail/json.hpp>
@@ -73,6 +92,7 @@
 
 #include <array>
 #include <bit>
+#include <charconv>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -83,6 +103,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -137,31 +158,227 @@ inline std::string json_cut(std::string_view raw) {
 }
 
 /// The text of a simdjson error, for "not valid JSON" messages.
+/// (NUMBER_OUT_OF_RANGE comes from json_number_token only.)
 inline std::string json_syntax_reason(simdjson::error_code e) {
   std::string s = "not valid JSON (";
-  s += simdjson::error_message(e);
+  s += e == simdjson::NUMBER_OUT_OF_RANGE ? "a number beyond the range of a double"
+                                          : simdjson::error_message(e);
   s += ")";
   return s;
 }
 
-/// The raw JSON text of `v` (a whole object or array, or one scalar token).
-/// Consumes an object or array.
+/// A value under a key that names no column is not JSON.
+[[noreturn]] inline void json_fail_unknown(const record_origin& origin, std::string_view key,
+                                           simdjson::error_code e) {
+  std::string reason = json_syntax_reason(e);
+  reason += " in the value of key ";
+  std::string quoted;
+  json_append_string(quoted, key);
+  reason += json_cut(quoted);
+  json_fail(origin, "", reason, "", false);
+}
+
+/// `token` without the blanks simdjson keeps after a token.
+inline std::string_view json_trim_token(std::string_view token) noexcept {
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t' ||
+                            token.back() == '\n' || token.back() == '\r'))
+    token.remove_suffix(1);
+  return token;
+}
+
+/// The raw JSON text of `v` (a whole object or array, or one scalar token),
+/// without the blanks after it. Consumes an object or array; does not check
+/// what it skips (json_checked_raw does).
 inline std::string_view json_raw_value(simdjson::ondemand::value& v) {
   using simdjson::ondemand::json_type;
   json_type t{};
-  if (v.type().get(t)) return v.raw_json_token();
+  if (v.type().get(t)) return json_trim_token(v.raw_json_token());
   std::string_view out;
   if (t == json_type::object) {
     simdjson::ondemand::object o;
-    if (!v.get_object().get(o) && !o.raw_json().get(out)) return out;
+    if (!v.get_object().get(o) && !o.raw_json().get(out)) return json_trim_token(out);
     return {};
   }
   if (t == json_type::array) {
     simdjson::ondemand::array a;
-    if (!v.get_array().get(a) && !a.raw_json().get(out)) return out;
+    if (!v.get_array().get(a) && !a.raw_json().get(out)) return json_trim_token(out);
     return {};
   }
-  return v.raw_json_token();
+  return json_trim_token(v.raw_json_token());
+}
+
+// --- checking a value that is not decoded ------------------------------------
+//
+// simdjson On-Demand checks a value only when it is read: a value skipped
+// (the value of a key that names no column) or taken as raw text (a
+// rescued value) is checked for nothing but its brackets and quotes, and
+// `tru`, `01`, `"\x"` or `[1,,2]` would pass. These functions read such a
+// value in full, so that a record holding one is refused as not JSON.
+
+/// Objects and arrays nested deeper than this (simdjson's own limit for
+/// its DOM parser) are refused: the check recurses once per level.
+inline constexpr std::size_t json_max_depth = simdjson::DEFAULT_MAX_DEPTH;
+
+/// Whether `token` (blanks after it allowed) is one JSON number: RFC
+/// 8259's grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, and a
+/// value within a double's range once rounded (1e400 is refused, as by
+/// simdjson's and most JSON parsers, which read numbers as doubles; 1e-400
+/// is 0 and an integer beyond 64 bits a double, both accepted). SUCCESS,
+/// NUMBER_ERROR (the grammar) or NUMBER_OUT_OF_RANGE (the range). By hand
+/// because simdjson's number parsers also refuse integers beyond 64 bits.
+inline simdjson::error_code json_number_token(std::string_view token) noexcept {
+  token = json_trim_token(token);
+  const std::size_t n = token.size();
+  std::size_t i = 0;
+  const auto digit = [&](std::size_t j) { return j < n && token[j] >= '0' && token[j] <= '9'; };
+  if (i < n && token[i] == '-') ++i;
+  if (!digit(i)) return simdjson::NUMBER_ERROR;
+  // The number is below 10^(magnitude + exponent).
+  std::int64_t magnitude = 0;
+  if (token[i++] != '0') {
+    for (magnitude = 1; digit(i); ++i) ++magnitude;
+  }
+  if (i < n && token[i] == '.') {
+    if (!digit(++i)) return simdjson::NUMBER_ERROR;
+    for (bool leading = magnitude == 0; digit(i); ++i) {
+      if (leading && token[i] == '0') {
+        --magnitude;
+      } else {
+        leading = false;
+      }
+    }
+  }
+  std::int64_t exponent = 0;
+  if (i < n && (token[i] == 'e' || token[i] == 'E')) {
+    ++i;
+    bool negative = false;
+    if (i < n && (token[i] == '+' || token[i] == '-')) negative = token[i++] == '-';
+    if (!digit(i)) return simdjson::NUMBER_ERROR;
+    for (; digit(i); ++i)
+      if (exponent < 100000) exponent = exponent * 10 + (token[i] - '0');
+    if (negative) exponent = -exponent;
+  }
+  if (i != n) return simdjson::NUMBER_ERROR;
+  if (magnitude + exponent <= 308) return simdjson::SUCCESS;  // below 1e308
+  double d = 0;
+  const auto r = std::from_chars(token.data(), token.data() + n, d);
+  return r.ec == std::errc::result_out_of_range ? simdjson::NUMBER_OUT_OF_RANGE : simdjson::SUCCESS;
+}
+
+/// The first error in `field`'s key: its escapes, when it has any (the
+/// rest stage 1 checked).
+inline simdjson::error_code json_check_key(simdjson::ondemand::field& field) {
+  const char* p = field.key().raw();
+  while (*p != '"' && *p != '\\') ++p;
+  if (*p == '"') return simdjson::SUCCESS;
+  std::string_view key;
+  return field.unescaped_key().get(key);
+}
+
+/// Reads `v` in full, consuming it, and returns the first error: keys and
+/// strings that hold escapes are unescaped (bad escapes and surrogates),
+/// literals and numbers checked, objects and arrays walked (missing or
+/// extra commas, colons and keys). Control characters in strings, invalid
+/// UTF-8 and unbalanced brackets or quotes are the document's stage 1
+/// errors, found before any value is read.
+inline simdjson::error_code json_check_value(simdjson::ondemand::value v, std::size_t depth = 0) {
+  using simdjson::ondemand::json_type;
+  json_type t{};
+  if (auto e = v.type().get(t)) return e;
+  switch (t) {
+    case json_type::object: {
+      if (depth >= json_max_depth) return simdjson::DEPTH_ERROR;
+      simdjson::ondemand::object o;
+      if (auto e = v.get_object().get(o)) return e;
+      for (auto field_result : o) {
+        if (auto e = field_result.error()) return e;
+        simdjson::ondemand::field& field = field_result.value_unsafe();
+        if (auto e = json_check_key(field)) return e;
+        if (auto e = json_check_value(field.value(), depth + 1)) return e;
+      }
+      return simdjson::SUCCESS;
+    }
+    case json_type::array: {
+      if (depth >= json_max_depth) return simdjson::DEPTH_ERROR;
+      simdjson::ondemand::array a;
+      if (auto e = v.get_array().get(a)) return e;
+      for (auto element : a) {
+        if (auto e = element.error()) return e;
+        if (auto e = json_check_value(element.value_unsafe(), depth + 1)) return e;
+      }
+      return simdjson::SUCCESS;
+    }
+    case json_type::string: {
+      // Stage 1 found its closing quote, control characters and UTF-8:
+      // only escapes are left to check. Read either way: a string left
+      // unread is skipped as a key when a colon follows it ("a":1).
+      const std::string_view token = v.raw_json_token();
+      if (std::memchr(token.data(), '\\', token.size()) == nullptr) {
+        simdjson::ondemand::raw_json_string r;
+        return v.get_raw_json_string().get(r);
+      }
+      std::string_view s;
+      return v.get_string().get(s);
+    }
+    case json_type::number:
+      return json_number_token(v.raw_json_token());
+    case json_type::boolean: {
+      bool b = false;
+      if (!v.get_bool().get(b)) return simdjson::SUCCESS;
+      return v.raw_json_token().front() == 't' ? simdjson::T_ATOM_ERROR : simdjson::F_ATOM_ERROR;
+    }
+    case json_type::null: {
+      bool null = false;
+      if (!v.is_null().get(null) && null) return simdjson::SUCCESS;
+      return simdjson::N_ATOM_ERROR;
+    }
+  }
+  return simdjson::TAPE_ERROR;
+}
+
+/// json_check_value over `text`, one JSON value, in a padded copy read by a
+/// parser of the calling thread (both reused).
+inline simdjson::error_code json_check_text(std::string_view text) {
+  thread_local simdjson::ondemand::parser parser;
+  thread_local std::string buffer;
+  const std::size_t need = text.size() + simdjson::SIMDJSON_PADDING;
+  if (buffer.size() < need) buffer.resize(need);
+  std::memcpy(buffer.data(), text.data(), text.size());
+  std::memset(buffer.data() + text.size(), ' ', simdjson::SIMDJSON_PADDING);
+  simdjson::ondemand::document doc;
+  if (auto e = parser.iterate(simdjson::padded_string_view(buffer.data(), text.size(), buffer.size()))
+                   .get(doc))
+    return e;
+  simdjson::ondemand::value v;
+  if (auto e = doc.get_value().get(v)) return e;
+  if (auto e = json_check_value(v)) return e;
+  const char* rest = nullptr;
+  if (!doc.current_location().get(rest)) return simdjson::TRAILING_CONTENT;
+  return simdjson::SUCCESS;
+}
+
+/// The raw JSON text of `v` (as json_raw_value) in `raw`, and the first
+/// error json_check_value finds in it; consumes `v`. An object or array is
+/// checked in a copy of its text (json_check_text): its text is wanted
+/// whole, and simdjson gives that only by skipping the value unchecked.
+inline simdjson::error_code json_checked_raw(simdjson::ondemand::value& v, std::string_view& raw) {
+  using simdjson::ondemand::json_type;
+  raw = json_trim_token(v.raw_json_token());
+  json_type t{};
+  if (auto e = v.type().get(t)) return e;
+  if (t != json_type::object && t != json_type::array) return json_check_value(v);
+  std::string_view text;
+  if (t == json_type::object) {
+    simdjson::ondemand::object o;
+    if (auto e = v.get_object().get(o)) return e;
+    if (auto e = o.raw_json().get(text)) return e;
+  } else {
+    simdjson::ondemand::array a;
+    if (auto e = v.get_array().get(a)) return e;
+    if (auto e = a.raw_json().get(text)) return e;
+  }
+  raw = json_trim_token(text);
+  return json_check_text(raw);
 }
 
 // --- one value -------------------------------------------------------------
@@ -543,10 +760,19 @@ void json_to_row_masked(simdjson::ondemand::object object, Row& out, const recor
       }
       if (i == N) i = table::find(key);
     }
-    if (i < N && ((skip >> i) & 1)) i = N;
+    if (i < N && ((skip >> i) & 1)) {
+      if (key.data() == nullptr) key = S::names[i];  // matched at the hint
+      i = N;
+    }
     if (i == N) {
+      // A value no column takes is still read in full: a record holding
+      // one that is not JSON is not JSON.
       if (options.rescue && options.rescue_unknown) {
-        json_rescue_append(rescue_into, key, json_raw_value(field.value()));
+        std::string_view raw;
+        if (auto e = json_checked_raw(field.value(), raw)) json_fail_unknown(origin, key, e);
+        json_rescue_append(rescue_into, key, raw);
+      } else if (auto e = json_check_value(field.value())) {
+        json_fail_unknown(origin, key, e);
       }
       continue;
     }
@@ -561,12 +787,16 @@ void json_to_row_masked(simdjson::ondemand::object object, Row& out, const recor
         continue;
       }
     }
+    // A refused value is rescued or named as written, so it must be JSON:
+    // one that is not makes the record not JSON, in rescue mode too.
+    std::string_view raw;
+    if (auto e = json_checked_raw(v, raw)) json_fail(origin, S::names[i], json_syntax_reason(e), raw);
     if (options.rescue) {
       table::resetters[i](out);
-      json_rescue_append(rescue_into, key, json_raw_value(v));
+      json_rescue_append(rescue_into, key, raw);
       continue;
     }
-    json_fail(origin, S::names[i], why, json_raw_value(v));
+    json_fail(origin, S::names[i], why, raw);
   }
 
   const std::uint64_t unseen = table::all_mask & ~seen & ~skip;

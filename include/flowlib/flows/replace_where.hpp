@@ -89,9 +89,11 @@ struct ReplaceWhereOptions {
   /// it mirrors). A C++ callable cannot be compared, so this is how a
   /// restarted flow knows its query is the one that computed the rows in
   /// its window: change it whenever the query's results change. Recorded
-  /// with the predicate and `incremental` as the flow's definition; an
-  /// update under another definition than the previous update's is a
-  /// complete recompute (REPLACE_WHERE_DEFINITION_CHANGED, R-WHERE-10).
+  /// with `incremental` as the flow's definition; an update under another
+  /// definition than the previous update's is a complete recompute
+  /// (REPLACE_WHERE_DEFINITION_CHANGED, R-WHERE-10). The predicate is not
+  /// part of it: a changed predicate is judged by its window, like a
+  /// window the clock moved (R-WHERE-7, R-WHERE-8).
   /// Empty: the query is unversioned, and the first update after the flow
   /// takes over state it did not write (a restart, a retry after a failed
   /// commit) recomputes the window (REPLACE_WHERE_QUERY_NOT_VERSIONED). A
@@ -181,12 +183,12 @@ class ReplaceWhere {
   /// Updates applied since the flow started on its table (or since the
   /// table's last full refresh).
   std::uint64_t updates() const noexcept { return state_.updates; }
-  /// The flow's definition as recorded in its state (R-WHERE-10): the
-  /// predicate and the incremental option; the query's identity is
-  /// query_id().
-  std::string definition() const {
-    return "REPLACE WHERE " + pred_.to_string() + (options_.incremental ? "" : " (no incremental)");
-  }
+  /// The flow's definition as recorded in its state (R-WHERE-10): its
+  /// incremental option; the query's identity is query_id(). The predicate
+  /// is not part of it: the state records the window each update
+  /// processed, and the next update's window is compared with that one
+  /// (R-WHERE-7), whether the clock moved it or the predicate changed.
+  std::string definition() const { return detail::replace_where_definition(options_.incremental); }
   /// The query's identity as recorded in the flow's state: "version " and
   /// ReplaceWhereOptions::query_version, or, for an unversioned query,
   /// "unversioned " and a random token of this flow object, which no other
@@ -463,7 +465,9 @@ class ReplaceWhere {
 
  private:
   // R-WHERE-10: whether the previous update ran under another definition
-  // than this flow's (an unknown one counts as another).
+  // (incremental option) or query than this flow's (an unknown one counts
+  // as another). A changed predicate is not a changed definition: the
+  // planner compares its window with the previous one.
   std::optional<replace_where_reason> definition_change() const {
     if (!state_.has_previous) return std::nullopt;
     if (state_.definition == definition() && state_.query == query_id_) return std::nullopt;

@@ -97,6 +97,35 @@ class batch_protocol {
     if (auto planned = log_.planned(r.name(), next)) require_held(r, planned->to, latest, "planned");
   }
 
+  /// Settles a batch of `r` that a failure left unsettled (settle_failed()):
+  /// kept when the checkpoint has its commit record, undone otherwise.
+  /// Throws what reading the checkpoint throws (the open that calls it
+  /// fails, and runs again at the next update).
+  void settle_unknown(flow_runner& r) {
+    if (!r.unsettled) return;
+    const auto last = log_.last_commit(r.name());
+    if (last && last->batch >= *r.unsettled) {
+      r.commit();
+    } else {
+      r.rollback();
+    }
+    r.unsettled.reset();
+  }
+
+  /// The pipeline goes away with a batch of `r` unsettled: settles it as
+  /// settle_failed() tries to; when the checkpoint can be neither read nor
+  /// changed, the batch is undone (a durable table is loaded from the
+  /// checkpoint at the next open anyway).
+  void abandon(flow_runner& r) noexcept {
+    if (!r.unsettled) return;
+    if (settle(r, *r.unsettled) == commit_state::committed) {
+      r.commit();
+    } else {
+      r.rollback();
+    }
+    r.unsettled.reset();
+  }
+
   /// Replaces `r`'s state by the last commit's (last snapshot and deltas).
   void restore(flow_runner& r) {
     std::vector<component_records> recs(r.components());
@@ -211,16 +240,7 @@ class batch_protocol {
       // A store with transactions rolls back first: the check below then
       // reads what was really committed (a failed COMMIT does not count).
       store_->abort_batch();
-      const bool counts = commit_written && committed(r, n);
-      if (counts) {
-        // The commit record is in place (the failure came after it): the
-        // batch counts, so its changes stay; the failure is still reported,
-        // on a COMPLETED event (its counts are in the tables).
-        r.commit();
-        note_committed(r, snapshot);
-      } else {
-        fail_batch(r);
-      }
+      const bool counts = settle_failed(r, n, commit_written, snapshot, true);
       emit_flow(r, n, update_id, p, out, started, e, counts);
       throw;
     }
@@ -288,13 +308,7 @@ class batch_protocol {
       const std::exception_ptr e = std::current_exception();
       if (!lock.owns_lock()) lock.lock();
       if (began) store_->abort_batch();
-      const bool counts = commit_written && committed(r, n);
-      if (counts) {
-        r.commit();
-        note_committed(r, snapshot);
-      } else {
-        fail_batch(r, began);
-      }
+      const bool counts = settle_failed(r, n, commit_written, snapshot, began);
       emit_flow(r, n, update_id, p, out, started, e, counts);
       throw;
     }
@@ -320,13 +334,56 @@ class batch_protocol {
     }
   }
 
-  bool committed(flow_runner& r, std::uint64_t n) noexcept {
-    try {
-      auto last = log_.last_commit(r.name());
-      return last && last->batch == n;
-    } catch (...) {
+  // After batch n of `r` failed (the store's batch already aborted):
+  // keeps it when its commit record is in place, undoes it otherwise, and
+  // returns whether it counts. `commit_written`: the commit record's write
+  // was reached, so the record may be in place although the failure came
+  // from its write or after it (a write can land and still report failure).
+  // When that cannot be found out, the batch is left unsettled: its tables'
+  // journals stay open, the pipeline is closed, and the next open settles
+  // it by the checkpoint before anything else (settle_unknown()).
+  bool settle_failed(flow_runner& r, std::uint64_t n, bool commit_written, bool snapshot,
+                     bool in_batch) noexcept {
+    const commit_state state = commit_written ? settle(r, n) : commit_state::absent;
+    if (state == commit_state::committed) {
+      // The failure came after the commit: the batch counts, so its
+      // changes stay; the failure is still reported, on a COMPLETED event
+      // (its counts are in the tables).
+      r.commit();
+      note_committed(r, snapshot);
+      return true;
+    }
+    if (state == commit_state::absent) {
+      fail_batch(r, in_batch);
       return false;
     }
+    r.unsettled = n;
+    closed_ = true;
+    return false;
+  }
+
+  enum class commit_state { committed, absent, unknown };
+
+  // Whether batch n's commit record is in place, read back from the store.
+  // A read that fails is tried again; between tries the record is removed
+  // instead, which settles the question the other way: a removal that
+  // succeeds means the batch does not count (its other records are ignored
+  // without it, runtime/checkpoint_log.hpp). Unknown only when the store
+  // failed every read and every removal.
+  commit_state settle(flow_runner& r, std::uint64_t n) noexcept {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      try {
+        const auto last = log_.last_commit(r.name());
+        return last && last->batch >= n ? commit_state::committed : commit_state::absent;
+      } catch (...) {
+      }
+      try {
+        store_->remove(checkpoint_log::batch_path(r.name(), "commits", n));
+        return commit_state::absent;
+      } catch (...) {
+      }
+    }
+    return commit_state::unknown;
   }
 
   // Undoes a failed batch: table changes through the journals, in-memory

@@ -178,6 +178,10 @@ class flow_runner {
     std::uint64_t batches_since = 0;      ///< batches committed after it
   };
   snapshot_schedule snapshots;
+  /// A failed batch whose commit could be neither confirmed nor undone
+  /// (runtime/batch_protocol.hpp): its tables' journals are still open
+  /// until the pipeline's next open settles it.
+  std::optional<std::uint64_t> unsettled;
   /// IMPORT CHECKPOINT (R-TABLE-4): the store and flow name to import from.
   const checkpoint_store* import_from = nullptr;
   std::string import_flow;

@@ -111,6 +111,11 @@ class Pipeline final : private detail::flow_registry {
   }
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
+  /// A batch whose outcome a failing checkpoint left unknown is settled
+  /// here, as well as the checkpoint still allows (batch_protocol::abandon).
+  ~Pipeline() {
+    for (auto& r : runners_) protocol_.abandon(*r);
+  }
 
   const std::string& name() const noexcept { return name_; }
   /// The tables and flows declared, by name (R-TABLE-1).
@@ -120,7 +125,7 @@ class Pipeline final : private detail::flow_registry {
   /// Names are checked when into() is called; flows are declared before
   /// the first update.
   detail::flow_start flow(std::string name) {
-    if (opened_) {
+    if (opening_started_) {
       throw error(errc::invalid_argument, name, "", "",
                   "flows are declared before the pipeline's first update");
     }
@@ -376,7 +381,14 @@ class Pipeline final : private detail::flow_registry {
 
   void open() {
     if (opened_ && !protocol_.closed()) return;
-    protocol_.reopened();
+    // Until this open finishes, the flows' state and tables are not known to
+    // match the checkpoint: an open that fails part way must run again whole
+    // at the next update (not be taken for done because it began).
+    opened_ = false;
+    opening_started_ = true;
+    // A batch a failure left unsettled is kept or undone first, by the
+    // checkpoint's commit record (its tables' journals are still open).
+    for (auto& r : runners_) protocol_.settle_unknown(*r);
     // Reads and checks first: a refused open writes nothing.
     log_.clear_pending();
     log_.open_pipeline(name_);
@@ -435,6 +447,7 @@ class Pipeline final : private detail::flow_registry {
       log_.mark_imported(r->name(), r->import_from->describe() + " / " + r->import_flow);
     }
     for (auto& r : runners_) protocol_.restore(*r);
+    protocol_.reopened();
     opened_ = true;
   }
 
@@ -557,7 +570,8 @@ class Pipeline final : private detail::flow_registry {
   EventLog* events_ = nullptr;
   std::chrono::system_clock::time_point now_{};
   std::uint64_t update_id_ = 0;
-  bool opened_ = false;
+  bool opened_ = false;          // the last open() finished (and no batch closed it since)
+  bool opening_started_ = false;  // open() ran once: no more flows may be declared
 };
 
 }  // namespace flowlib

@@ -168,6 +168,7 @@ class typed_flow_runner final : public flow_runner {
   }
 
   void begin() override {
+    rows_read_ = 0;  // a batch that fails before it reads has read nothing
     if constexpr (!sink) {
       target_->store().begin_journal();
       log_end_ = target_->append_log().end_offset();

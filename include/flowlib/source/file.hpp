@@ -55,8 +55,11 @@
 // whose size, modification time or checksum differs, when a batch needs
 // records of it fails that batch with errc::source_data_lost naming the
 // file; nothing is read and nothing is skipped. A file changed or removed
-// after all its records were read is never read again; changed_files()
-// reports it (recomputed at each listing).
+// after all its records were read is never read again. changed_files()
+// reports every listed file that, at the last listing, was gone, no longer
+// a regular file, or of another size or modification time than when it was
+// listed, whether its records were read or not (recomputed at each
+// listing; no checksum is computed for it).
 //
 // JSON lines. One JSON object per line, decoded through simdjson ondemand
 // and detail::json_to_row (detail/json_row.hpp: keys by FLOWLIB_SCHEMA
@@ -94,7 +97,12 @@
 // keys and columns too. A record that cannot be decoded at all (not JSON,
 // not an object, a non-optional key missing, a CSV record with the wrong
 // number of fields) becomes a row with value-initialised columns and the
-// rescued text {"_raw":"<the record>","_file":"<name>","_line":<n>}. A
+// rescued text {"_raw":"<the record>","_file":"<name>","_line":<n>}. A JSON
+// line is JSON only as a whole: a token that is not JSON under any key
+// (one that names no column, or nested in a value, included) fails the
+// record in strict mode and makes it a _raw row in rescue mode; only JSON
+// values are rescued as written, so the rescued column always parses as
+// JSON (detail/json_row.hpp). A
 // program sends such rows to a quarantine table with a `.map(fn, table)`
 // stage that throws flowlib::row_rejected for a row whose rescued column is
 // set, or drops them with a `.filter` (docs/file-source.md).

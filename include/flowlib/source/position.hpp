@@ -26,6 +26,12 @@
 //     appear again later (at_least_once, R-EXACT-3): duplicates are then the
 //     user's to remove, with DedupWithinWatermark or by AUTO CDC keys;
 //   - name(): for messages and the event log.
+// Threads: the const members above may be called from several threads at
+// once. A pipeline runs flows over different source objects at the same
+// time (PipelineOptions::threads), and two objects may share what they read
+// (two adapters over one MemorySource), so a source's const members must
+// be as safe to call concurrently as the standard library's const members
+// are: no unsynchronised mutable state. flowlib's sources are.
 // Optionally, a source that must remember something of its own across
 // restarts to make its positions mean the same rows again (FileSource: the
 // files it found, in the order it numbered them) offers

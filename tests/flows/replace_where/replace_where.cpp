@@ -1,7 +1,8 @@
 // REPLACE WHERE (docs/replace-where.md, docs/semantics.md R-WHERE-1..10): the
-// four examples of the documentation as scenarios, every fallback reason,
-// the declaration errors, checkpoints, events, and a randomised check that
-// incremental updates give the same target as complete recomputes.
+// four examples of the documentation as scenarios, every fallback reason
+// (predicates changed between runs among them), the declaration errors,
+// checkpoints, events, and a randomised check that incremental updates give
+// the same target as complete recomputes.
 #include <flowlib/checkpoint/memory.hpp>
 #include <flowlib/event_log.hpp>
 #include <flowlib/flows/replace_where.hpp>
@@ -554,13 +555,15 @@ TEST_CASE("R-WHERE-7: a restarted pipeline goes on incrementally from its checkp
 
 /// One update of a new pipeline over `ck` (as a restarted program runs it):
 /// the flow "agg" with `predicate`, `query` and its `version`, at noon of
-/// day n. Returns the planning event's technique and reason.
+/// day n (`updates` times; each with `override_predicate` when given).
+/// Returns the last planning event's technique and reason.
 template <class Query>
 std::pair<std::string, std::string> update_restarted(fl::MemoryCheckpoint& ck, fl::MemorySource<Event>& raw,
                                                      fl::StreamingTable<Agg>& agg, w::expr predicate,
                                                      Query query, std::string version, int n,
                                                      fl::ReplaceWhereOptions options = {},
-                                                     int updates = 1) {
+                                                     int updates = 1,
+                                                     std::optional<w::expr> override_predicate = std::nullopt) {
   std::pair<std::string, std::string> plan;
   fl::EventLog log{[&](std::string_view line) {
     const auto j = nlohmann::json::parse(line);
@@ -574,6 +577,7 @@ std::pair<std::string, std::string> update_restarted(fl::MemoryCheckpoint& ck, f
   for (int i = 0; i < updates; ++i) {
     fl::UpdateOptions o;
     o.now = clock_at(n);
+    if (override_predicate) o.replace_where_overrides.emplace("agg", *override_predicate);
     p.update(o);
   }
   return plan;
@@ -613,17 +617,17 @@ TEST_CASE("R-WHERE-10: a new query version recomputes the whole window, once") {
   CHECK(rows_of(agg, day(8)).at(0).uniq_users == 1);
 }
 
-TEST_CASE("R-WHERE-10: a changed predicate or incremental option recomputes the window once") {
+TEST_CASE("R-WHERE-10: a changed incremental option recomputes the window; the predicate is not in the definition") {
   fl::MemorySource<Event> raw{"events"};
   fl::StreamingTable<Agg> agg{"agg"};
   fl::MemoryCheckpoint ck;
   for (int n = 0; n < 4; ++n) raw.append(Event{day(n), 1, n});
   update_restarted(ck, raw, agg, last_days(3), daily, "v1", 3);
   raw.append(Event{day(4), 1, 4});
-  // A narrower window would be covered by the previous one: still recomputed,
-  // since the predicate is part of the definition.
+  // A narrower predicate: its window is covered by the previous one, so the
+  // update is incremental (R-WHERE-7), whatever the predicate's text.
   CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 4) ==
-        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
   raw.append(Event{day(5), 1, 5});
   CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 5) ==
         std::pair<std::string, std::string>{"INCREMENTAL", "none"});
@@ -706,6 +710,297 @@ TEST_CASE("R-WHERE-10: query(fn, version) and a different ReplaceWhereOptions::q
   }
   // The same version twice is one version.
   p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
+}
+
+// --- A changed predicate is judged by its window (R-WHERE-7, R-WHERE-8) ------------------------
+
+/// What a complete recompute writes for day d: daily() over the source's rows of d.
+inline std::vector<Agg> recomputed(const fl::MemorySource<Event>& raw, Day d) {
+  std::vector<Event> es;
+  raw.scan([&](const Event& e) {
+    if (e.event_date == d) es.push_back(e);
+  });
+  return daily(es);
+}
+
+using plan_pair = std::pair<std::string, std::string>;
+
+TEST_CASE("R-WHERE-8: a widened predicate takes in rows not processed before: UNSUPPORTED_REPLACE_WHERE_PREDICATE") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 6; ++n) {
+    raw.append(Event{day(n), 1, n});
+    update_restarted(ck, raw, agg, last_days(2), daily, "v1", n);
+  }
+  // The last update processed days 3 onwards. A late event for day 1, which
+  // no update of that predicate would see, and a new day.
+  raw.append(Event{day(1), 2, 100});
+  raw.append(Event{day(6), 1, 6});
+  const std::vector<Agg> day0 = rows_of(agg, day(0));
+  // Five days from day 6: days 1 and 2 were outside the window processed.
+  CHECK(update_restarted(ck, raw, agg, last_days(5), daily, "v1", 6) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  // The whole window recomputed, the late event included; day 0 untouched.
+  for (int n = 1; n <= 6; ++n) CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
+  CHECK(rows_of(agg, day(1)).at(0).amount == 101);
+  CHECK(rows_of(agg, day(0)) == day0);
+  CHECK(agg.size() == 7);
+  // The widened window is the one processed now: the next update goes on incrementally.
+  raw.append(Event{day(7), 1, 7});
+  CHECK(update_restarted(ck, raw, agg, last_days(5), daily, "v1", 7) == plan_pair{"INCREMENTAL", "none"});
+  // Widened on the other side: an open upper bound after a closed one.
+  const w::expr to_today = w::col("event_date").between(w::current_date() - w::days(2), w::current_date());
+  CHECK(update_restarted(ck, raw, agg, to_today, daily, "v1", 7) == plan_pair{"INCREMENTAL", "none"});
+  raw.append(Event{day(9), 1, 9});  // a row of the future, outside [day 5, day 7]
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 7) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  CHECK(rows_of(agg, day(9)) == recomputed(raw, day(9)));
+}
+
+TEST_CASE("R-WHERE-8: a narrowed predicate stays INCREMENTAL") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 6; ++n) {
+    raw.append(Event{day(n), 1, n});
+    update_restarted(ck, raw, agg, last_days(4), daily, "v1", n);
+  }
+  // The last update processed days 1 onwards. Late events for day 2 (inside
+  // that window, outside the narrowed one) and day 5 (inside both), and a new day.
+  raw.append(Event{day(2), 2, 100});
+  raw.append(Event{day(5), 2, 50});
+  raw.append(Event{day(6), 1, 6});
+  const std::vector<Agg> day2 = rows_of(agg, day(2));
+  // One day from day 6: days 5 onwards, inside the window processed.
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) == plan_pair{"INCREMENTAL", "none"});
+  CHECK(rows_of(agg, day(5)) == recomputed(raw, day(5)));
+  CHECK(rows_of(agg, day(5)).at(0).amount == 55);
+  CHECK(rows_of(agg, day(6)) == recomputed(raw, day(6)));
+  // Day 2 is outside the predicate now: untouched (R-WHERE-1).
+  CHECK(rows_of(agg, day(2)) == day2);
+  CHECK(agg.size() == 7);
+  // A narrowed absolute range inside it, then the relative window again:
+  // [day 5, day 6] lies in [day 5, +inf); [day 5, +inf) does not lie in [day 5, day 6].
+  const w::expr fixed = w::col("event_date").between(w::lit(day(5)), w::lit(day(6)));
+  CHECK(update_restarted(ck, raw, agg, fixed, daily, "v1", 6) == plan_pair{"INCREMENTAL", "none"});
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  // Standalone: a flow object with a narrower predicate taking over the state.
+  std::string blob;
+  fl::StreamingTable<Agg> t{"t"};
+  {
+    fl::ReplaceWhere wide{"t", last_days(4), {.query_version = "v1"}};
+    wide.apply(t, at(6), daily, raw);
+    fl::detail::byte_writer wr{blob};
+    wide.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+  }
+  fl::ReplaceWhere narrow{"t", last_days(1), {.query_version = "v1"}};
+  fl::checkpoint_blobs b;
+  b.snapshot = std::string_view(blob);
+  narrow.read_checkpoint(t, b);
+  raw.append(Event{day(6), 3, 1});
+  raw.append(Event{day(3), 3, 1});  // outside the narrowed window
+  const std::vector<Agg> day3 = rows_of(t, day(3));
+  narrow.apply(t, at(6), daily, raw);
+  CHECK(technique_of(narrow.last_plan()) == "INCREMENTAL");
+  CHECK(narrow.last_plan().slices == 1);  // day 6 only
+  CHECK(rows_of(t, day(6)) == recomputed(raw, day(6)));
+  CHECK(rows_of(t, day(3)) == day3);
+}
+
+TEST_CASE("R-WHERE-5/R-WHERE-8: a changed predicate, a direct insert in it: EXTERNAL_CHANGE_IN_REPLACE_WINDOW") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 6; ++n) {
+    raw.append(Event{day(n), 1, n});
+    update_restarted(ck, raw, agg, last_days(4), daily, "v1", n);
+  }
+  raw.append(Event{day(6), 1, 6});
+  SUBCASE("narrowed: the direct insert decides (pipeline)") {
+    fl::dml_insert(agg, std::vector<Agg>{{day(5), 100, 100, std::nullopt}});
+    CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) ==
+          plan_pair{"COMPLETE_RECOMPUTE", "EXTERNAL_CHANGE_IN_REPLACE_WINDOW"});
+    CHECK(rows_of(agg, day(5)) == recomputed(raw, day(5)));  // the inserted row replaced
+    CHECK(rows_of(agg, day(6)) == recomputed(raw, day(6)));
+    raw.append(Event{day(6), 2, 1});
+    CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) == plan_pair{"INCREMENTAL", "none"});
+  }
+  SUBCASE("widened: the predicate comes first (R-WHERE-8's order)") {
+    fl::dml_insert(agg, std::vector<Agg>{{day(5), 100, 100, std::nullopt}});
+    CHECK(update_restarted(ck, raw, agg, last_days(6), daily, "v1", 6) ==
+          plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+    CHECK(rows_of(agg, day(5)) == recomputed(raw, day(5)));
+  }
+  SUBCASE("narrowed, standalone: inside the new window, or only inside the old one") {
+    std::string blob;
+    fl::StreamingTable<Agg> t{"t"};
+    {
+      fl::ReplaceWhere wide{"t", last_days(4), {.query_version = "v1"}};
+      wide.apply(t, at(6), daily, raw);
+      fl::detail::byte_writer wr{blob};
+      wide.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+    }
+    fl::ReplaceWhere narrow{"t", last_days(1), {.query_version = "v1"}};
+    fl::checkpoint_blobs b;
+    b.snapshot = std::string_view(blob);
+    narrow.read_checkpoint(t, b);
+    // Day 3 lay in the window processed, not in the new one: kept, incremental.
+    fl::dml_insert(t, std::vector<Agg>{{day(3), 100, 100, std::nullopt}});
+    narrow.apply(t, at(6), daily, raw);
+    CHECK(technique_of(narrow.last_plan()) == "INCREMENTAL");
+    CHECK(rows_of(t, day(3)).size() == 2);
+    // Day 6 lies in the new window.
+    fl::dml_insert(t, std::vector<Agg>{{day(6), 100, 100, std::nullopt}});
+    narrow.apply(t, at(6), daily, raw);
+    CHECK(reason_of(narrow.last_plan()) == "EXTERNAL_CHANGE_IN_REPLACE_WINDOW");
+    CHECK(rows_of(t, day(6)) == recomputed(raw, day(6)));
+    CHECK(rows_of(t, day(3)).size() == 2);
+  }
+}
+
+TEST_CASE("R-WHERE-10: a changed query version is REPLACE_WHERE_DEFINITION_CHANGED, the predicate changed or not") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 6; ++n) {
+    raw.append(Event{day(n), 1, n});
+    update_restarted(ck, raw, agg, last_days(4), daily, "v1", n);
+  }
+  raw.append(Event{day(6), 1, 6});
+  // Narrowed, under a new version: the version decides (R-WHERE-8's order).
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily_with_uniq, "v2", 6) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  CHECK(rows_of(agg, day(5)).at(0).uniq_users == 1);
+  CHECK(rows_of(agg, day(6)).at(0).uniq_users == 1);
+  CHECK_FALSE(rows_of(agg, day(4)).at(0).uniq_users.has_value());
+  // Widened, under a new version.
+  raw.append(Event{day(7), 1, 7});
+  CHECK(update_restarted(ck, raw, agg, last_days(5), daily_with_uniq, "v3", 7) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  CHECK(rows_of(agg, day(2)).at(0).uniq_users == 1);
+  // The same version, narrowed again: incremental.
+  raw.append(Event{day(7), 2, 7});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily_with_uniq, "v3", 7) == plan_pair{"INCREMENTAL", "none"});
+  CHECK(rows_of(agg, day(7)).at(0).uniq_users == 2);
+  // A changed predicate with incremental updates switched back on: the option decides.
+  update_restarted(ck, raw, agg, last_days(2), daily_with_uniq, "v3", 7, {.incremental = false});
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily_with_uniq, "v3", 7) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+}
+
+TEST_CASE("R-WHERE-8: a changed predicate next to a non-deterministic one reports the non-determinism") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 6; ++n) raw.append(Event{day(n), 1, n});
+  update_restarted(ck, raw, agg, last_days(4), daily, "v1", 5);
+  // rand() < 2.0 keeps every row: the target is the same, the plan is not.
+  CHECK(update_restarted(ck, raw, agg, last_days(3) && w::rand() < 2.0, daily, "v1", 5) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_NOT_DETERMINISTIC"});
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 5) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC"});
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 5) == plan_pair{"INCREMENTAL", "none"});
+  CHECK(rows_of(agg, day(0)).empty());  // outside every window
+  for (int n = 1; n < 6; ++n) CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
+}
+
+TEST_CASE("R-WHERE-4/R-WHERE-8: a changed predicate after an override is compared with the override's window") {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::MemoryCheckpoint ck;
+  for (int n = 0; n < 10; ++n) {
+    raw.append(Event{day(n), 1, n});
+    update_restarted(ck, raw, agg, last_days(1), daily, "v1", n);
+  }
+  // A backfill of days 3 onwards, under the flow's own predicate as declared.
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 9, {}, 1, last_days(6)) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  CHECK(agg.size() == 10);
+  // A wider predicate than the flow had, inside the backfilled window: incremental.
+  raw.append(Event{day(10), 1, 10});
+  CHECK(update_restarted(ck, raw, agg, last_days(4), daily, "v1", 10) == plan_pair{"INCREMENTAL", "none"});
+  // Wider than the previous update's window [day 6, +inf): a recompute.
+  CHECK(update_restarted(ck, raw, agg, last_days(8), daily, "v1", 10) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  // An override is a recompute even when it is the flow's predicate itself
+  // or narrower than the window processed (R-WHERE-4).
+  CHECK(update_restarted(ck, raw, agg, last_days(8), daily, "v1", 10, {}, 1, last_days(8)) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  CHECK(update_restarted(ck, raw, agg, last_days(8), daily, "v1", 10, {}, 1, last_days(1)) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  // The override's window [day 9, +inf) was the last processed: a predicate
+  // of two days is wider, one of one day is not.
+  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 10) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 10) == plan_pair{"INCREMENTAL", "none"});
+  for (int n = 0; n <= 10; ++n) CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
+}
+
+TEST_CASE("R-WHERE-10: checkpoints of formats 1 and 2 still open; a format-2 definition's predicate text is dropped") {
+  fl::MemorySource<Event> raw{"events"};
+  for (int n = 0; n < 6; ++n) raw.append(Event{day(n), 1, n});
+  // A blob of `format`, written by a flow with last_days(4) at day 5. Format
+  // 2 has format 3's fields; its definition was "REPLACE WHERE ", the
+  // predicate's text, and " (no incremental)" when incremental updates were
+  // off. Format 1 ends before the definition and the query.
+  const auto older = [&](fl::StreamingTable<Agg>& t, int format, bool incremental) {
+    fl::ReplaceWhere v1{"t", last_days(4), {.incremental = incremental, .query_version = "v1"}};
+    v1.apply(t, at(5), daily, raw);
+    std::string blob;
+    fl::detail::byte_writer wr{blob};
+    v1.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+    REQUIRE(blob.size() > 6);
+    CHECK(blob.substr(0, 6) == std::string("FLRW\x03\x00", 6));
+    fl::detail::replace_where_state s =
+        fl::detail::decode_replace_where_state(blob, fl::checkpoint_scope::snapshot, "t");
+    s.definition = "REPLACE WHERE " + last_days(4).to_string() + (incremental ? "" : " (no incremental)");
+    if (format == 1) {
+      s.definition.clear();
+      s.query.clear();
+    }
+    std::string old;
+    fl::detail::byte_writer ow{old};
+    fl::detail::encode_replace_where_state(ow, s, fl::checkpoint_scope::snapshot);
+    if (format == 1) old.resize(old.size() - 16);  // the two empty strings' lengths
+    old[4] = static_cast<char>(format);  // the format number, little-endian
+    return old;
+  };
+  const auto reopened = [&](fl::StreamingTable<Agg>& t, const std::string& blob, const w::expr& p) {
+    fl::ReplaceWhere f{"t", p, {.query_version = "v1"}};
+    fl::checkpoint_blobs b;
+    b.snapshot = std::string_view(blob);
+    f.read_checkpoint(t, b);
+    f.apply(t, at(6), daily, raw);
+    return plan_pair{technique_of(f.last_plan()), reason_of(f.last_plan())};
+  };
+  raw.append(Event{day(6), 1, 6});
+  fl::StreamingTable<Agg> same{"t"}, narrower{"t"}, wider{"t"}, off{"t"}, unknown{"t"};
+  CHECK(reopened(same, older(same, 2, true), last_days(4)) == plan_pair{"INCREMENTAL", "none"});
+  CHECK(reopened(narrower, older(narrower, 2, true), last_days(1)) == plan_pair{"INCREMENTAL", "none"});
+  CHECK(reopened(wider, older(wider, 2, true), last_days(6)) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
+  CHECK(reopened(off, older(off, 2, false), last_days(4)) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  // Format 1 recorded no definition: unknown, so a recompute.
+  CHECK(reopened(unknown, older(unknown, 1, true), last_days(4)) ==
+        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  for (auto* t : {&same, &narrower, &wider, &off, &unknown}) CHECK(rows_of(*t, day(6)) == recomputed(raw, day(6)));
+  // A format this build does not know is refused, naming the one it reads.
+  fl::StreamingTable<Agg> later{"t"};
+  std::string blob = older(later, 2, true);
+  blob[4] = 4;
+  fl::ReplaceWhere f{"t", last_days(4), {.query_version = "v1"}};
+  fl::checkpoint_blobs b;
+  b.snapshot = std::string_view(blob);
+  try {
+    f.read_checkpoint(later, b);
+    FAIL("accepted");
+  } catch (const fl::error& e) {
+    CHECK(e.code() == fl::errc::checkpoint_corrupt);
+    CHECK(std::string(e.what()).find("unknown format version 4 (this build reads version 3)") != std::string::npos);
+  }
 }
 
 TEST_CASE("R-WHERE-4/R-WHERE-7: an override's window is remembered on the flow's slice column only") {

@@ -28,7 +28,9 @@ enum class replace_where_reason {
   unsupported_predicate,    ///< UNSUPPORTED_REPLACE_WHERE_PREDICATE
   external_change,          ///< EXTERNAL_CHANGE_IN_REPLACE_WINDOW
   /// REPLACE_WHERE_DEFINITION_CHANGED (flowlib's own, R-WHERE-10): the
-  /// query version, predicate or incremental option changed.
+  /// query version or the incremental option changed (a changed predicate
+  /// is judged by its window: unsupported_predicate when it takes in rows
+  /// the previous update did not process).
   definition_changed,
   /// REPLACE_WHERE_QUERY_NOT_VERSIONED (flowlib's own, R-WHERE-10): an
   /// unversioned query taking over state it did not write.

@@ -16,22 +16,29 @@
 //   - target_rows, target_id_bound: the target's size() and id_bound()
 //     after the previous update, the watermark that reveals rows inserted
 //     behind the flow's back (R-WHERE-5);
-//   - definition: the flow's definition the previous update ran under (its
-//     query version, predicate and incremental option:
-//     ReplaceWhere::definition()), and query: the query's identity
+//   - definition: the flow's definition the previous update ran under
+//     (its incremental option: ReplaceWhere::definition(), the text
+//     replace_where_definition() gives), and query: the query's identity
 //     (ReplaceWhere::query_id()); another definition or query at the next
-//     update makes it a complete recompute (R-WHERE-10). Empty in a
-//     format-1 blob (written before they were recorded): unknown, so
-//     different.
+//     update makes it a complete recompute (R-WHERE-10). The predicate is
+//     no part of the definition: a changed predicate is judged by its
+//     window against previous_window, as a window moved by the clock is
+//     (R-WHERE-7, R-WHERE-8).
 //
 // The state is a few dozen bytes, so every blob (snapshot or delta) holds
-// all of it and the last blob read wins. Blob: header "FLRW" (format 2;
-// format 1 is still read, detail/flow_checkpoint.hpp), then the fields
-// above in that order (format 1 ends before the definition); a
+// all of it and the last blob read wins. Blob: header "FLRW" (format 3,
+// detail/flow_checkpoint.hpp), then the fields above in that order; a
 // window is the column name, then each bound as a presence byte, an
-// inclusive byte and a value (a kind byte and its payload). Decoding
-// throws errc::checkpoint_corrupt naming the flow; nothing changes then.
-// Internal.
+// inclusive byte and a value (a kind byte and its payload). Older formats
+// are still read:
+//   - format 2 has the same fields, but its definition was "REPLACE WHERE ",
+//     the predicate's text, and " (no incremental)" when incremental
+//     updates were off; it is read as the definition of that option (the
+//     predicate's text is dropped: previous_window says what it selected);
+//   - format 1 ends before the definition: the definition and query are
+//     unknown (empty), so different from any flow's.
+// Decoding throws errc::checkpoint_corrupt naming the flow; nothing
+// changes then. Internal.
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
@@ -60,8 +67,8 @@ struct replace_where_state {
   std::vector<std::uint64_t> source_versions;
   std::uint64_t target_rows = 0;
   std::uint64_t target_id_bound = 0;
-  std::string definition;
-  std::string query;  ///< ReplaceWhere::query_id() of the previous update
+  std::string definition;  ///< ReplaceWhere::definition() of the previous update
+  std::string query;       ///< ReplaceWhere::query_id() of the previous update
 };
 
 /// A query identity no other flow object's matches: "unversioned " and 128
@@ -78,7 +85,25 @@ inline std::string unversioned_query_id() {
 }
 
 inline constexpr char replace_where_tag[5] = "FLRW";
-inline constexpr std::uint16_t replace_where_format = 2;
+inline constexpr std::uint16_t replace_where_format = 3;
+
+/// The definition a flow records (R-WHERE-10): what of the flow, beside its
+/// query, must be the same for an update to go on from the previous one's
+/// state. The predicate is not in it (see the header comment).
+inline std::string replace_where_definition(bool incremental) {
+  return incremental ? "REPLACE WHERE" : "REPLACE WHERE (no incremental)";
+}
+
+/// A format-2 definition ("REPLACE WHERE " + predicate text, then
+/// " (no incremental)" when incremental updates were off) as the format-3
+/// definition of the same option; any other text is kept (it matches no
+/// flow's definition, so the next update recomputes).
+inline std::string definition_from_format2(std::string text) {
+  constexpr std::string_view prefix = "REPLACE WHERE ";
+  constexpr std::string_view off = " (no incremental)";
+  if (!text.starts_with(prefix)) return text;
+  return replace_where_definition(!text.ends_with(off));
+}
 
 /// Writes a where::value: a kind byte and its payload.
 inline void encode_value(byte_writer& w, const where::value& v) {
@@ -173,11 +198,14 @@ inline void encode_replace_where_state(byte_writer& w, const replace_where_state
 inline replace_where_state decode_replace_where_state(std::string_view blob, checkpoint_scope scope,
                                                       std::string_view flow) {
   byte_reader r = checkpoint_reader(blob, flow);
-  // Format 1 (no definition) is read too: its definition is unknown.
-  const bool format1 = blob.size() >= 6 && blob.substr(0, 4) == std::string_view(replace_where_tag, 4) &&
-                       static_cast<unsigned char>(blob[4]) == 1 && blob[5] == 0;
-  read_checkpoint_header(r, replace_where_tag, format1 ? 1 : replace_where_format, "REPLACE WHERE",
-                         scope);
+  // Formats 1 and 2 are read too (see the header comment); any other
+  // version is refused by read_checkpoint_header, naming this build's.
+  std::uint16_t format = replace_where_format;
+  if (blob.size() >= 6 && blob.substr(0, 4) == std::string_view(replace_where_tag, 4) && blob[5] == 0 &&
+      (blob[4] == 1 || blob[4] == 2)) {
+    format = static_cast<std::uint16_t>(blob[4]);
+  }
+  read_checkpoint_header(r, replace_where_tag, format, "REPLACE WHERE", scope);
   replace_where_state s;
   s.updates = r.integer<std::uint64_t>();
   s.has_previous = read_flag(r, "the previous-update flag");
@@ -194,8 +222,9 @@ inline replace_where_state decode_replace_where_state(std::string_view blob, che
   for (auto& v : s.source_versions) v = r.integer<std::uint64_t>();
   s.target_rows = r.integer<std::uint64_t>();
   s.target_id_bound = r.integer<std::uint64_t>();
-  if (!format1) {
+  if (format >= 2) {
     s.definition = std::string(r.bytes());
+    if (format == 2) s.definition = definition_from_format2(std::move(s.definition));
     s.query = std::string(r.bytes());
   }
   expect_checkpoint_end(r);

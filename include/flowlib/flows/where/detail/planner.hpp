@@ -15,12 +15,13 @@
 //           options: COMPLETE_RECOMPUTE with no reason (there is nothing to be
 //           incremental from, or it was not asked for);
 //   0. REPLACE_WHERE_DEFINITION_CHANGED: the flow's definition (query
-//      version, predicate, incremental option) differs from the one the
-//      previous update ran under, as recorded in the checkpoint; or
+//      version, incremental option) differs from the one the previous
+//      update ran under, as recorded in the checkpoint; or
 //      REPLACE_WHERE_QUERY_NOT_VERSIONED: the flow's query has no version
 //      and the previous update was not run by this flow object, so nothing
 //      says the query is the same (R-WHERE-10). The rows of the window
-//      may have been computed by another query: every one is recomputed;
+//      may have been computed by another query: every one is recomputed.
+//      The predicate is not part of the definition (see 3);
 //   1. REPLACE_WHERE_NOT_DETERMINISTIC: the predicate of this update uses a
 //      non-deterministic function (rand()); clock functions are allowed;
 //   2. PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC: the previous update's did;
@@ -29,8 +30,12 @@
 //      columns (it cannot be pushed down); or the predicate does not select
 //      a single range of the slice column (where::expr::window); or the
 //      previous update's window is unknown, or does not cover this one (the
-//      window would take in rows the previous predicate excluded: a moving
-//      upper bound, a widened window);
+//      window would take in rows the previous update did not process: a
+//      moving upper bound, a widened window). The previous window is the
+//      one the previous update processed, whatever predicate selected it
+//      (the flow's, an override, or the flow's before its predicate was
+//      changed), so a changed predicate is judged as a window the clock
+//      moved is: narrowed (covered) goes on, widened falls back;
 //   4. EXTERNAL_CHANGE_IN_REPLACE_WINDOW: rows were inserted into the target
 //      behind the flow (R-WHERE-5) inside this update's window.
 // Internal; the technique and reasons are public (flows/where/plan.hpp).
