@@ -25,7 +25,8 @@
 //     beyond a double's range (1e400: the limit of simdjson and of most
 //     parsers, which read numbers as doubles), so that any rescued text
 //     parses. An integer beyond 64 bits is JSON (a column may refuse it).
-//     Objects and arrays nested more than 1024 deep are refused;
+//     Objects and arrays 1024 levels deep (the record's object is level
+//     1) or deeper are refused;
 //   - values: JSON null -> a std::optional column is std::nullopt (null in
 //     any other column is an error); numbers -> integer columns
 //     (range-checked against the column's type; a number written with a
@@ -215,9 +216,18 @@ inline std::string_view json_raw_value(simdjson::ondemand::value& v) {
 // `tru`, `01`, `"\x"` or `[1,,2]` would pass. These functions read such a
 // value in full, so that a record holding one is refused as not JSON.
 
-/// Objects and arrays nested deeper than this (simdjson's own limit for
-/// its DOM parser) are refused: the check recurses once per level.
+/// Objects and arrays that lie this many levels deep in their document
+/// (a record's own object is level 1; a rescued value's copy is checked as
+/// a document of its own), or deeper, are refused: simdjson's parsers keep
+/// one slot per level below their max_depth() (this default), which
+/// On-Demand does not check outside debug builds, and the check recurses
+/// once per level.
 inline constexpr std::size_t json_max_depth = simdjson::DEFAULT_MAX_DEPTH;
+
+/// Whether container `v` lies json_max_depth levels deep or deeper.
+inline bool json_too_deep(simdjson::ondemand::value& v) noexcept {
+  return static_cast<std::size_t>(v.current_depth()) >= json_max_depth;
+}
 
 /// Whether `token` (blanks after it allowed) is one JSON number: RFC
 /// 8259's grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, and a
@@ -287,7 +297,7 @@ inline simdjson::error_code json_check_value(simdjson::ondemand::value v, std::s
   if (auto e = v.type().get(t)) return e;
   switch (t) {
     case json_type::object: {
-      if (depth >= json_max_depth) return simdjson::DEPTH_ERROR;
+      if (depth >= json_max_depth || json_too_deep(v)) return simdjson::DEPTH_ERROR;
       simdjson::ondemand::object o;
       if (auto e = v.get_object().get(o)) return e;
       for (auto field_result : o) {
@@ -299,7 +309,7 @@ inline simdjson::error_code json_check_value(simdjson::ondemand::value v, std::s
       return simdjson::SUCCESS;
     }
     case json_type::array: {
-      if (depth >= json_max_depth) return simdjson::DEPTH_ERROR;
+      if (depth >= json_max_depth || json_too_deep(v)) return simdjson::DEPTH_ERROR;
       simdjson::ondemand::array a;
       if (auto e = v.get_array().get(a)) return e;
       for (auto element : a) {

@@ -250,9 +250,11 @@ TEST_CASE("R-SOURCE-2, json rows: numbers: beyond 64-bit integers they are JSON,
   }
 }
 
-TEST_CASE("R-SOURCE-2, json rows: values nested more than 1024 deep are refused, however deep") {
+TEST_CASE("R-SOURCE-2, json rows: values nested 1024 levels deep (the record's object included) are refused, however deep") {
   const auto nested = [](std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
-  CHECK(verdict<Line>(placements(nested(1024), false)[0], strict).empty());
+  // Under a key: the record's object and 1022 arrays, 1023 levels.
+  CHECK(verdict<Line>(placements(nested(1022), false)[0], strict).empty());
+  CHECK(!verdict<Line>(placements(nested(1023), false)[0], strict).empty());
   for (const std::size_t depth : {std::size_t{1025}, std::size_t{200000}}) {
     CAPTURE(depth);
     for (const auto& line : placements(nested(depth), true)) {
