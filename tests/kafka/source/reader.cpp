@@ -174,7 +174,9 @@ TEST_CASE("R-SOURCE-1, kafka reader: a query that fails says what the client saw
   const auto msg = error_of(fl::errc::source_io, [&] { fd::topic_partition_ids(c.get(), "x", 500ms, noted); });
   CHECK(contains(msg, "reading the partitions of topic 'x'"));
   CHECK(contains(msg, "last client error"));
-  CHECK(contains(msg, "1/1 brokers are down"));
+  // Which of the client's errors came last depends on timing: the refused
+  // connection, or the report that followed it.
+  CHECK((contains(msg, "1/1 brokers are down") || contains(msg, "Connection refused")));
   CHECK(!note.last().empty());
   note.clear();
   CHECK(note.last().empty());
