@@ -103,10 +103,10 @@
 #include <flowlib/storage/file.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
+#include <support/durable_configs.hpp>
 #include <support/rows.hpp>
 #include <support/temp_files.hpp>
 
-#include <sqlite3.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -478,31 +478,9 @@ kill_plan usual_plan(Rng& rng, bool& early) {
 // how kills after a commit report are timed, what it checks after a kill
 // and after a round.
 
-/// A second, independent reader: plain SQLite, read-only.
-struct raw_reader {
-  sqlite3* db = nullptr;
-  explicit raw_reader(const std::string& path) {
-    REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  }
-  ~raw_reader() { sqlite3_close(db); }
-  raw_reader(const raw_reader&) = delete;
-  raw_reader& operator=(const raw_reader&) = delete;
-  std::string text(const std::string& sql) const {
-    sqlite3_stmt* st = nullptr;
-    REQUIRE_MESSAGE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK, sqlite3_errmsg(db));
-    std::string out;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-      const unsigned char* t = sqlite3_column_text(st, 0);
-      out = t != nullptr ? reinterpret_cast<const char*>(t) : "NULL";
-    }
-    sqlite3_finalize(st);
-    return out;
-  }
-};
-
 struct sqlite_config {
   static constexpr const char* name = "sqlite";
-  using durable_world = world<fl::SqliteStorage, fl::SqliteCheckpoint>;
+  using durable_world = world<flowtest::sqlite_durable::storage, flowtest::sqlite_durable::checkpoint>;
   template <class Rng>
   static kill_plan plan(Rng& rng, const std::string&) {
     bool early = false;
@@ -513,14 +491,12 @@ struct sqlite_config {
   static std::string location(const std::filesystem::path& dir, std::size_t round) {
     return (dir / ("round" + std::to_string(round) + ".db")).string();
   }
-  static void remove(const std::string& path) {
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix);
-  }
+  static void remove(const std::string& path) { flowtest::remove_database(path); }
   static void after_kill(const std::string&, pid_t, const kill_plan&, reference&, totals&) {}
   static void print_kills(const totals&) {}
 
   static void after_round(const std::string& path, std::uint64_t seed, reference& ref, totals& t) {
-    const raw_reader sql(path);
+    const flowtest::sql_reader sql(path);
     CHECK(sql.text("PRAGMA integrity_check") == "ok");
     durable_world w{path};
     w.fill(make_feed(seed));
@@ -599,7 +575,7 @@ std::size_t check_committed(fl::FileCheckpoint& checkpoint, const table_history<
 
 struct file_config {
   static constexpr const char* name = "file";
-  using durable_world = world<fl::FileStorage, fl::FileCheckpoint>;
+  using durable_world = world<flowtest::file_durable::storage, flowtest::file_durable::checkpoint>;
   /// FileCheckpoint writes the journal's records to their files when the
   /// journal reaches this many entries (its batches_before_apply).
   static constexpr std::size_t apply_after = 64;

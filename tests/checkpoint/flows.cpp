@@ -12,6 +12,7 @@
 #include <flowlib/table.hpp>
 
 #include <support/checkpoint_blobs.hpp>
+#include <support/errors.hpp>
 #include <support/rows.hpp>
 #include <support/storage_policies.hpp>
 
@@ -31,9 +32,7 @@ namespace checkpoint_flows {
 namespace fl = flowlib;
 
 struct Event {
-  std::int64_t k;
-  std::int64_t seq;
-  std::int64_t v;
+  std::int64_t k = 0, seq = 0, v = 0;
   friend bool operator==(const Event&, const Event&) = default;
 };
 FLOWLIB_SCHEMA(Event, k, seq, v);
@@ -70,14 +69,21 @@ template <class MakeFlow, class MakeTable, class Apply, class Batch>
 void check_equivalence(std::uint64_t seed, MakeFlow make, MakeTable make_table, Apply apply,
                        const std::vector<step<Batch>>& steps) {
   std::mt19937_64 rng(seed);
-  const std::size_t interval = 1 + rng() % 5;
-  const bool snapshot_only = rng() % 2 == 0;
-  const std::size_t k = rng() % (steps.size() + 1);
+  const auto plan = flowtest::restore_plan::random(rng, steps.size());
+  const std::size_t k = plan.k;
   CAPTURE(seed);
-  CAPTURE(interval);
-  CAPTURE(snapshot_only);
-  CAPTURE(k);
+  CAPTURE(plan);
 
+  // Step i on two flows and their tables (refreshed first when the step
+  // says so): the same BatchStats.
+  const auto both = [&](std::size_t i, auto& f1, auto& t1, auto& f2, auto& t2) {
+    if (steps[i].refresh) {
+      t1.full_refresh();
+      t2.full_refresh();
+    }
+    const auto s1 = apply(f1, t1, steps[i].batch);
+    REQUIRE(s1 == apply(f2, t2, steps[i].batch));
+  };
   auto ta = make_table();
   auto a = make();
   written wa;
@@ -85,14 +91,8 @@ void check_equivalence(std::uint64_t seed, MakeFlow make, MakeTable make_table, 
   auto tt = make_table();
   auto twin = make();
   for (std::size_t i = 0; i < k; ++i) {
-    if (steps[i].refresh) {
-      ta->full_refresh();
-      tt->full_refresh();
-    }
-    const auto sa = apply(a, *ta, steps[i].batch);
-    const auto st = apply(twin, *tt, steps[i].batch);
-    REQUIRE(sa == st);
-    write_commit(a, wa, interval, snapshot_only);
+    both(i, a, *ta, twin, *tt);
+    write_commit(a, wa, plan);
   }
   auto tb = make_table();
   copy_rows(*tt, *tb);
@@ -115,16 +115,10 @@ void check_equivalence(std::uint64_t seed, MakeFlow make, MakeTable make_table, 
   wb.commits.resize(k);  // B's commits are numbered on from A's
   for (std::size_t i = k; i < steps.size(); ++i) {
     CAPTURE(i);
-    if (steps[i].refresh) {
-      ta->full_refresh();
-      tb->full_refresh();
-    }
-    const auto sa = apply(a, *ta, steps[i].batch);
-    const auto sb = apply(b, *tb, steps[i].batch);
-    REQUIRE(sa == sb);
+    both(i, a, *ta, b, *tb);
     REQUIRE(ta->sorted_rows() == tb->sorted_rows());
-    write_commit(a, wa, interval, snapshot_only);
-    write_commit(b, wb, interval, snapshot_only);
+    write_commit(a, wa, plan);
+    write_commit(b, wb, plan);
     // The same state gives the same bytes (but for the reset flag: after a
     // refresh, only a flow that was bound to the table had state to reset).
     if (!steps[i].refresh) REQUIRE(wa.commits.back().delta == wb.commits.back().delta);
@@ -271,13 +265,28 @@ TEST_CASE("R-EXACT-5: a delta says when a full refresh reset the flow, once") {
 
 // --- Restores with nothing, and tables that contradict the flow ----------------
 
+/// A table holding `rows`, as a restarted program reloads it.
+template <class Table>
+void hold(Table& t, const std::vector<typename Table::row_type>& rows) {
+  t.store().reserve(rows.size());
+  for (auto r : rows) t.store().insert(std::move(r));
+}
+
+/// `f` (named `name`) restored with empty blobs over `t`, whose rows
+/// contradict it, is refused naming `key`, and stays empty.
+template <class Flow, class Table>
+void check_refused(Flow& f, Table& t, std::string_view name, std::string_view key) {
+  const fl::error e = flowtest::error_of([&] { f.read_checkpoint(t, {}); });
+  CHECK(e.code() == fl::errc::checkpoint_mismatch);
+  CHECK(e.flow() == name);
+  CHECK(e.key() == key);
+  CHECK(f.key_count() == 0);
+}
+
 TEST_CASE("R-USING-2: empty blobs rebuild the index from the table; a table with two sequences "
           "for a key is refused, naming the key") {
   fl::StreamingTable<Event> t{"events"};
-  t.store().reserve(3);
-  t.store().insert({1, 5, 10});
-  t.store().insert({1, 5, 11});
-  t.store().insert({2, 3, 12});
+  hold(t, {{1, 5, 10}, {1, 5, 11}, {2, 3, 12}});
   Using u{"events_flow"};
   u.read_checkpoint(t, {});
   CHECK(u.key_count() == 2);
@@ -290,39 +299,18 @@ TEST_CASE("R-USING-2: empty blobs rebuild the index from the table; a table with
   CHECK(u.apply(t, std::vector<Event>{{2, 1, 0}}).ignored_late_rows == 1);
 
   fl::StreamingTable<Event> bad{"bad"};
-  bad.store().reserve(2);
-  bad.store().insert({7, 1, 0});
-  bad.store().insert({7, 2, 0});
+  hold(bad, {{7, 1, 0}, {7, 2, 0}});
   Using v{"events_flow"};
-  try {
-    v.read_checkpoint(bad, {});
-    FAIL("expected checkpoint_mismatch");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_mismatch);
-    CHECK(e.flow() == "events_flow");
-    CHECK(e.key() == "k=7");
-  }
-  CHECK(v.key_count() == 0);
+  check_refused(v, bad, "events_flow", "k=7");
   CHECK(bad.size() == 2);
   CHECK(bad.writers().empty());
 }
 
 TEST_CASE("R-CDC-8: a SCD2 target with two current versions of a key is refused") {
   fl::StreamingTable<ItemHistory> t{"items"};
-  t.store().reserve(3);
-  t.store().insert({1, "a", "b", 1, 2});
-  t.store().insert({1, "a", "c", 2, std::nullopt});
-  t.store().insert({1, "x", "c", 3, std::nullopt});
+  hold(t, {{1, "a", "b", 1, 2}, {1, "a", "c", 2, std::nullopt}, {1, "x", "c", 3, std::nullopt}});
   Scd2 f{"items_scd2"};
-  try {
-    f.read_checkpoint(t, {});
-    FAIL("expected checkpoint_mismatch");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_mismatch);
-    CHECK(e.flow() == "items_scd2");
-    CHECK(e.key() == "1");
-  }
-  CHECK(f.key_count() == 0);
+  check_refused(f, t, "items_scd2", "1");
 }
 
 // --- Corrupt blobs -----------------------------------------------------------
@@ -341,14 +329,10 @@ void check_corrupt(Flow& f, Table& t, const std::string& blob, bool is_snapshot,
     } else {
       b.deltas.push_back(bad);
     }
-    try {
-      f.read_checkpoint(t, b);
-      FAIL("expected checkpoint_corrupt");
-    } catch (const fl::error& e) {
-      CHECK(e.code() == fl::errc::checkpoint_corrupt);
-      CHECK(e.flow() == f.name());
-      CHECK(std::string(e.what()).find("state is unchanged") != std::string::npos);
-    }
+    const fl::error e = flowtest::error_of([&] { f.read_checkpoint(t, b); });
+    CHECK(e.code() == fl::errc::checkpoint_corrupt);
+    CHECK(e.flow() == f.name());
+    CHECK(flowtest::contains(e.what(), "state is unchanged"));
     CHECK(same());
   };
   for (std::size_t n = 0; n < blob.size(); ++n) expect_corrupt(blob.substr(0, n), "truncated");

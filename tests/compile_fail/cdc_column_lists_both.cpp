@@ -3,14 +3,13 @@
 // expect-error: COLUMN_LIST_EXCLUSIVE
 #include "shared/cdc.hpp"
 
-int main() {
 #ifdef FLOWLIB_CONTROL
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           NotStored>;
+using Flow = CdcFlow<fl::Scd1, NotStored>;
 #else
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           NotStored, fl::column_list<"id", "name", "city">>;
+using Flow = CdcFlow<fl::Scd1, NotStored, fl::column_list<"id", "name", "city">>;
 #endif
+
+int main() {
   fl::StreamingTable<Row> t{"t"};
   apply_nothing<Flow>(t);
 }

@@ -3,13 +3,13 @@
 // expect-error: MANAGED_TABLE_DOES_NOT_SUPPORT_CDC
 #include "shared/cdc.hpp"
 
-int main() {
 #ifdef FLOWLIB_CONTROL
-  fl::StreamingTable<Row> t{"t"};
+using Target = fl::StreamingTable<Row>;
 #else
-  fl::ManagedTable<Row> t{"t"};
+using Target = fl::ManagedTable<Row>;
 #endif
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           NotStored>;
-  apply_nothing<Flow>(t);
+
+int main() {
+  Target t{"t"};
+  apply_nothing<CdcFlow<fl::Scd1, NotStored>>(t);
 }

@@ -3,14 +3,13 @@
 // expect-error: cdc_selected_column_check<[a-z:_]*fixed_string<3>..op...*SELECTED_COLUMN_MISSING_FROM_TARGET
 #include "shared/cdc.hpp"
 
-int main() {
 #ifdef FLOWLIB_CONTROL
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           NotStored>;
+using Flow = CdcFlow<fl::Scd1, NotStored>;
 #else
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           fl::except_column_list<"seq">>;
+using Flow = CdcFlow<fl::Scd1, fl::except_column_list<"seq">>;  // op is selected too
 #endif
+
+int main() {
   fl::StreamingTable<Row> t{"t"};
   apply_nothing<Flow>(t);
 }

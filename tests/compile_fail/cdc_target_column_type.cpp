@@ -15,8 +15,6 @@ struct Target {
 FLOWLIB_SCHEMA(Target, id, name, city);
 
 int main() {
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           NotStored>;
   fl::StreamingTable<Target> t{"t"};
-  apply_nothing<Flow>(t);
+  apply_nothing<CdcFlow<fl::Scd1, NotStored>>(t);
 }

@@ -10,7 +10,6 @@ int main() {
   using Scd = fl::Scd2<fl::track_history_column_list<"name">,
                        fl::track_history_except_column_list<"city">>;
 #endif
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, Scd, fl::apply_as_deletes<IsDelete>, NotStored>;
   fl::StreamingTable<History> t{"t"};
-  apply_nothing<Flow>(t);
+  apply_nothing<CdcFlow<Scd, NotStored>>(t);
 }

@@ -3,14 +3,12 @@
 // expect-error: SCD2_DOES_NOT_SUPPORT_TRUNCATE
 #include "shared/cdc.hpp"
 
-int main() {
 #ifdef FLOWLIB_CONTROL
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd1, fl::apply_as_deletes<IsDelete>,
-                           fl::apply_as_truncates<IsTruncate>, NotStored>;
+using Scd = fl::Scd1;
 #else
-  using Flow = fl::AutoCdc<ChangeKey, ChangeSeq, fl::Scd2<>, fl::apply_as_deletes<IsDelete>,
-                           fl::apply_as_truncates<IsTruncate>, NotStored>;
+using Scd = fl::Scd2<>;
 #endif
-  Flow flow{"f"};
-  (void)flow;
+
+int main() {
+  [[maybe_unused]] CdcFlow<Scd, fl::apply_as_truncates<IsTruncate>, NotStored> flow{"f"};
 }

@@ -4,13 +4,10 @@
 #include "shared/row.hpp"
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::ManagedTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
+  pipeline_rig<Row, flowlib::ManagedTable<Row>> r;
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).into(t, flowlib::Append{"f"});
+  r.p.flow("f").from(r.feed).into(r.t, flowlib::Append{"f"});
 #else
-  p.flow("f").from(feed).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).into(r.t, RowUsing{"f"});
 #endif
 }

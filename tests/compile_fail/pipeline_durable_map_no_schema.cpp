@@ -22,9 +22,6 @@ struct Bare {  // no FLOWLIB_SCHEMA
 using BareUsing = flowlib::ReplaceUsing<flowlib::Key<&Bare::id>, flowlib::Seq<&Bare::seq>>;
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Bare, flowlib::SqliteStorage> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  p.flow("f").from(feed).map([](const Row& r) { return Bare{r.id, r.seq}; }).into(t, BareUsing{"f"});
+  pipeline_rig<Row, flowlib::StreamingTable<Bare, flowlib::SqliteStorage>> r;
+  r.p.flow("f").from(r.feed).map([](const Row& x) { return Bare{x.id, x.seq}; }).into(r.t, BareUsing{"f"});
 }

@@ -3,13 +3,10 @@
 #include "shared/row.hpp"
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
+  pipeline_rig r;
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).filter([](const Row& r) { return r.id > 0; }).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).filter([](const Row& x) { return x.id > 0; }).into(r.t, RowUsing{"f"});
 #else
-  p.flow("f").from(feed).filter([](const Row& r) { return r; }).into(t, RowUsing{"f"});  // not a bool
+  r.p.flow("f").from(r.feed).filter([](const Row& x) { return x; }).into(r.t, RowUsing{"f"});  // not a bool
 #endif
 }

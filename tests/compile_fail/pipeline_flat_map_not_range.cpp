@@ -5,13 +5,10 @@
 #include <vector>
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
+  pipeline_rig r;
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).flat_map([](const Row& r) { return std::vector<Row>{r, r}; }).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).flat_map([](const Row& x) { return std::vector<Row>{x, x}; }).into(r.t, RowUsing{"f"});
 #else
-  p.flow("f").from(feed).flat_map([](const Row& r) { return r; }).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).flat_map([](const Row& x) { return x; }).into(r.t, RowUsing{"f"});
 #endif
 }

@@ -3,14 +3,11 @@
 #include "shared/row.hpp"
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
+  pipeline_rig r;
   flowlib::MemoryCheckpoint stream;
-  flowlib::Pipeline p{"p", ckpt};
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).import_checkpoint(stream, "s").into(t, flowlib::Append{"f"});
+  r.p.flow("f").from(r.feed).import_checkpoint(stream, "s").into(r.t, flowlib::Append{"f"});
 #else
-  p.flow("f").from(feed).import_checkpoint(stream, "s").into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).import_checkpoint(stream, "s").into(r.t, RowUsing{"f"});
 #endif
 }

@@ -15,15 +15,12 @@ struct Dim {
 FLOWLIB_SCHEMA(Dim, id, code);
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
+  pipeline_rig r;
   flowlib::StreamingTable<Dim> dim{"dim"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  const auto combine = [](Row r, const Dim&) { return r; };
+  const auto combine = [](Row x, const Dim&) { return x; };
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).lookup(dim, flowlib::join_on(&Row::id, &Dim::id), combine).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).lookup(dim, flowlib::join_on(&Row::id, &Dim::id), combine).into(r.t, RowUsing{"f"});
 #else
-  p.flow("f").from(feed).lookup(dim, flowlib::join_on(&Row::id, &Dim::code), combine).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).lookup(dim, flowlib::join_on(&Row::id, &Dim::code), combine).into(r.t, RowUsing{"f"});
 #endif
 }

@@ -4,13 +4,10 @@
 #include "shared/row.hpp"
 
 int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
+  pipeline_rig r;
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).map([](const Row& r) { return Row{r.id, r.seq + 1}; }).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).map([](const Row& x) { return Row{x.id, x.seq + 1}; }).into(r.t, RowUsing{"f"});
 #else
-  p.flow("f").from(feed).map([](const Other& r) { return Row{r.id, r.seq + 1}; }).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).map([](const Other& x) { return Row{x.id, x.seq + 1}; }).into(r.t, RowUsing{"f"});
 #endif
 }

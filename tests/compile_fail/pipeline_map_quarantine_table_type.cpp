@@ -3,19 +3,18 @@
 // expect-error: a quarantine table holds flowlib::Quarantined<Row> rows, Row being the flow's row type at this stage
 #include "shared/row.hpp"
 
-int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
 #ifdef FLOWLIB_CONTROL
-  flowlib::StreamingTable<flowlib::Quarantined<Row>> q{"q"};
+using Rejected = flowlib::Quarantined<Row>;
 #else
-  flowlib::StreamingTable<flowlib::Quarantined<Other>> q{"q"};
+using Rejected = flowlib::Quarantined<Other>;  // the map's output
 #endif
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  p.flow("f")
-      .from(feed)
-      .map([](const Row& r) { return Other{r.id, r.seq}; }, q)
+
+int main() {
+  pipeline_rig r;
+  flowlib::StreamingTable<Rejected> q{"q"};
+  r.p.flow("f")
+      .from(r.feed)
+      .map([](const Row& x) { return Other{x.id, x.seq}; }, q)
       .map([](const Other& o) { return Row{o.id, o.seq}; })
-      .into(t, RowUsing{"f"});
+      .into(r.t, RowUsing{"f"});
 }

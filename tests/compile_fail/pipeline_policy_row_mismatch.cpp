@@ -3,14 +3,13 @@
 // expect-error: the flow policy does not take the rows
 #include "shared/row.hpp"
 
-int main() {
 #ifdef FLOWLIB_CONTROL
-  flowlib::MemorySource<Row> feed{"feed"};
+using Source = Row;
 #else
-  flowlib::MemorySource<Other> feed{"feed"};
+using Source = Other;
 #endif
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  p.flow("f").from(feed).into(t, RowUsing{"f"});
+
+int main() {
+  pipeline_rig<Source> r;
+  r.p.flow("f").from(r.feed).into(r.t, RowUsing{"f"});
 }

@@ -2,16 +2,15 @@
 // expect-error: a quarantine table holds flowlib::Quarantined<Row> rows
 #include "shared/row.hpp"
 
-int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
 #ifdef FLOWLIB_CONTROL
-  flowlib::StreamingTable<flowlib::Quarantined<Row>> q{"q"};
+using Rejected = flowlib::Quarantined<Row>;
 #else
-  flowlib::StreamingTable<Row> q{"q"};
+using Rejected = Row;  // the rows themselves
 #endif
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  const auto positive = flowlib::expect_or_quarantine("pos", [](const Row& r) { return r.id > 0; });
-  p.flow("f").from(feed).quarantine(q, flowlib::expectations(positive)).into(t, flowlib::Append{"f"});
+
+int main() {
+  pipeline_rig r;
+  flowlib::StreamingTable<Rejected> q{"q"};
+  const auto positive = flowlib::expect_or_quarantine("pos", [](const Row& x) { return x.id > 0; });
+  r.p.flow("f").from(r.feed).quarantine(q, flowlib::expectations(positive)).into(r.t, flowlib::Append{"f"});
 }

@@ -6,14 +6,13 @@
 #include <span>
 #include <string>
 
-int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).into(flowlib::ForeachBatch<Row>{[](std::uint64_t, std::span<const Row>) {}});
+using Sunk = Row;
 #else
-  p.flow("f").from(feed).into(
-      flowlib::ForeachBatch<std::string>{[](std::uint64_t, std::span<const std::string>) {}});
+using Sunk = std::string;
 #endif
+
+int main() {
+  pipeline_rig r;
+  r.p.flow("f").from(r.feed).into(flowlib::ForeachBatch<Sunk>{[](std::uint64_t, std::span<const Sunk>) {}});
 }

@@ -4,13 +4,11 @@
 #include "shared/row.hpp"
 
 int main() {
+  pipeline_rig r;
 #ifdef FLOWLIB_CONTROL
-  flowlib::MemorySource<Row> feed{"feed"};
+  auto& rows = r.feed;
 #else
-  std::vector<Row> feed{{1, 1}};
+  std::vector<Row> rows{{1, 1}};
 #endif
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  p.flow("f").from(feed).into(t, RowUsing{"f"});
+  r.p.flow("f").from(rows).into(r.t, RowUsing{"f"});
 }

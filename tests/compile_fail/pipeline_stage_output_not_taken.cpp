@@ -3,14 +3,13 @@
 // expect-error: the flow policy does not take the rows of the flow's last stage
 #include "shared/row.hpp"
 
-int main() {
-  flowlib::MemorySource<Row> feed{"feed"};
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
 #ifdef FLOWLIB_CONTROL
-  p.flow("f").from(feed).map([](const Row& r) { return Row{r.id, r.seq}; }).into(t, RowUsing{"f"});
+using Mapped = Row;
 #else
-  p.flow("f").from(feed).map([](const Row& r) { return Other{r.id, r.seq}; }).into(t, RowUsing{"f"});
+using Mapped = Other;
 #endif
+
+int main() {
+  pipeline_rig r;
+  r.p.flow("f").from(r.feed).map([](const Row& x) { return Mapped{x.id, x.seq}; }).into(r.t, RowUsing{"f"});
 }

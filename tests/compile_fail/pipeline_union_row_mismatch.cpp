@@ -3,14 +3,11 @@
 #include "shared/row.hpp"
 
 int main() {
-  flowlib::MemorySource<Row> a{"a"};
+  pipeline_rig r;
 #ifdef FLOWLIB_CONTROL
   flowlib::MemorySource<Row> b{"b"};
 #else
   flowlib::MemorySource<Other> b{"b"};
 #endif
-  flowlib::StreamingTable<Row> t{"t"};
-  flowlib::MemoryCheckpoint ckpt;
-  flowlib::Pipeline p{"p", ckpt};
-  p.flow("f").from(a).from(b).into(t, RowUsing{"f"});
+  r.p.flow("f").from(r.feed).from(b).into(r.t, RowUsing{"f"});
 }

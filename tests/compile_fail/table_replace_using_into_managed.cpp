@@ -3,12 +3,10 @@
 // expect-error: MANAGED_TABLE_DOES_NOT_SUPPORT_CDC
 #include "shared/row.hpp"
 
-int main() {
 #ifdef FLOWLIB_CONTROL
-  flowlib::StreamingTable<Row> t{"rows"};
+using Target = flowlib::StreamingTable<Row>;
 #else
-  flowlib::ManagedTable<Row> t{"rows"};
+using Target = flowlib::ManagedTable<Row>;  // append flows only
 #endif
-  RowUsing flow{"f"};
-  flow.apply(t, std::vector<Row>{{1, 1}});
-}
+
+int main() { return apply_one_row(Target{"rows"}); }

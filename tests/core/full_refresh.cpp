@@ -156,47 +156,45 @@ TEST_CASE_TEMPLATE("R-EXACT-5 R-TABLE-2: fan-in of two appends (one ONCE) after 
   CHECK(t.size() == 4);
 }
 
-TEST_CASE_TEMPLATE("R-EXACT-5: AUTO CDC FROM SNAPSHOT (SCD1) after a full refresh", Storage,
-                   FLOWTEST_STORAGE_POLICIES) {
-  fl::StreamingTable<Item, Storage> t{"t"};
-  Snap1 flow{"f"};
+/// Snapshot flow F over a table that held snapshots 5 and 6 and was fully
+/// refreshed, given `after` (versions 1, 2, ...: a version below the old
+/// last one is accepted, the flow starts afresh), against a fresh flow and
+/// table given the same: the same stats, rows, keys and last version. The
+/// table's rows and the first snapshot's stats.
+template <class F, class Table>
+std::pair<std::vector<typename Table::row_type>, fl::BatchStats> refreshed_like_fresh(
+    const std::vector<std::vector<Item>>& after) {
+  Table t{"t"}, fresh_t{"fresh"};
+  F flow{"f"}, fresh{"fresh"};
   flow.apply_snapshot(t, std::vector<Item>{{1, "a"}, {2, "b"}}, 5);
   flow.apply_snapshot(t, std::vector<Item>{{1, "a2"}}, 6);
   t.full_refresh();
-  // A version below the old last one is accepted: the flow starts afresh.
-  const fl::BatchStats s = flow.apply_snapshot(t, std::vector<Item>{{1, "a2"}, {3, "c"}}, 1);
-  flow.apply_snapshot(t, std::vector<Item>{{3, "c2"}}, 2);
-
-  fl::StreamingTable<Item, Storage> fresh_t{"fresh"};
-  Snap1 fresh{"fresh"};
-  const fl::BatchStats fs = fresh.apply_snapshot(fresh_t, std::vector<Item>{{1, "a2"}, {3, "c"}}, 1);
-  fresh.apply_snapshot(fresh_t, std::vector<Item>{{3, "c2"}}, 2);
+  std::vector<fl::BatchStats> stats;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const auto version = static_cast<std::int64_t>(i + 1);
+    stats.push_back(flow.apply_snapshot(t, after[i], version));
+    CHECK(stats.back() == fresh.apply_snapshot(fresh_t, after[i], version));
+  }
   CHECK(t.sorted_rows() == fresh_t.sorted_rows());
-  CHECK(t.sorted_rows() == std::vector<Item>{{3, "c2"}});
-  CHECK(s.inserted_rows == fs.inserted_rows);
-  CHECK(s.inserted_rows == 2);
   CHECK(flow.key_count() == fresh.key_count());
   CHECK(flow.last_version() == fresh.last_version());
+  return {t.sorted_rows(), stats.front()};
+}
+
+TEST_CASE_TEMPLATE("R-EXACT-5: AUTO CDC FROM SNAPSHOT (SCD1) after a full refresh", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  const auto [rows, first] = refreshed_like_fresh<Snap1, fl::StreamingTable<Item, Storage>>(
+      {{{1, "a2"}, {3, "c"}}, {{3, "c2"}}});
+  CHECK(rows == std::vector<Item>{{3, "c2"}});
+  CHECK(first.inserted_rows == 2);
 }
 
 TEST_CASE_TEMPLATE("R-EXACT-5: AUTO CDC FROM SNAPSHOT (SCD2) after a full refresh", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
-  fl::StreamingTable<ItemHistory, Storage> t{"t"};
-  Snap2 flow{"f"};
-  flow.apply_snapshot(t, std::vector<Item>{{1, "a"}, {2, "b"}}, 5);
-  flow.apply_snapshot(t, std::vector<Item>{{1, "a2"}}, 6);
-  t.full_refresh();
-  flow.apply_snapshot(t, std::vector<Item>{{1, "a2"}, {3, "c"}}, 1);
-  flow.apply_snapshot(t, std::vector<Item>{{1, "a3"}}, 2);
-
-  fl::StreamingTable<ItemHistory, Storage> fresh_t{"fresh"};
-  Snap2 fresh{"fresh"};
-  fresh.apply_snapshot(fresh_t, std::vector<Item>{{1, "a2"}, {3, "c"}}, 1);
-  fresh.apply_snapshot(fresh_t, std::vector<Item>{{1, "a3"}}, 2);
-  CHECK(t.sorted_rows() == fresh_t.sorted_rows());
-  CHECK(t.sorted_rows() == std::vector<ItemHistory>{{1, "a2", 1, 2}, {1, "a3", 2, std::nullopt},
-                                                    {3, "c", 1, 2}});
-  CHECK(flow.key_count() == fresh.key_count());
+  const auto [rows, first] = refreshed_like_fresh<Snap2, fl::StreamingTable<ItemHistory, Storage>>(
+      {{{1, "a2"}, {3, "c"}}, {{1, "a3"}}});
+  CHECK(rows == std::vector<ItemHistory>{{1, "a2", 1, 2}, {1, "a3", 2, std::nullopt}, {3, "c", 1, 2}});
+  CHECK(first.inserted_rows == 2);
 }
 
 TEST_CASE_TEMPLATE("Moved flows keep writing their table, and see its full refresh", Storage,

@@ -1,6 +1,6 @@
 // The core vocabulary: schemas, keys and sequences, their concepts and
-// traits, value rendering, errors, stats, and the row_store contract that
-// every storage policy meets (templated over tests/support's policies).
+// traits, value rendering, errors, stats, and the memory store's hooks
+// (the row_store contract of every policy: tests/storage/row_store_contract.cpp).
 // fwd.hpp first, then every header: its declarations must agree with them.
 #include <flowlib/fwd.hpp>
 #include <flowlib/flowlib.hpp>
@@ -12,8 +12,6 @@
 #include <flowlib/stats.hpp>
 #include <flowlib/storage/memory.hpp>
 #include <flowlib/table.hpp>
-
-#include <support/storage_policies.hpp>
 
 #include <doctest/doctest.h>
 
@@ -39,7 +37,7 @@
 namespace fl = flowlib;
 
 // ---------------------------------------------------------------------------
-// Allocation counting, for the reserve()-then-noexcept contract.
+// Allocation counting, for the memory store's reserve_fresh and emplace_each.
 // ---------------------------------------------------------------------------
 
 namespace {
@@ -393,7 +391,8 @@ TEST_CASE("StreamingTable::sorted_rows orders rows without operator< by their sc
 }
 
 // ---------------------------------------------------------------------------
-// The row_store contract, for every storage policy
+// The memory store's hooks beyond the row_store contract (the contract
+// itself, for every policy: tests/storage/row_store_contract.cpp)
 // ---------------------------------------------------------------------------
 
 struct Payload {
@@ -401,116 +400,6 @@ struct Payload {
   std::string text;
   friend auto operator<=>(const Payload&, const Payload&) = default;
 };
-
-TEST_CASE_TEMPLATE("row_store contract: stable ids, id_bound, rows(), size(), clear()", Storage,
-                   FLOWTEST_STORAGE_POLICIES) {
-  using Store = typename Storage::template store<Payload>;
-  static_assert(fl::row_store<Store>);
-  static_assert(fl::table_storage<Storage, Payload>);
-  static_assert(std::ranges::forward_range<decltype(std::declval<const Store&>().rows())>);
-  static_assert(noexcept(std::declval<Store&>().insert(std::declval<Payload&&>())));
-  static_assert(noexcept(std::declval<Store&>().assign(fl::row_id{}, std::declval<Payload&&>())));
-  static_assert(noexcept(std::declval<Store&>().erase(fl::row_id{})));
-
-  Store s;
-  CHECK(s.size() == 0);
-  CHECK(std::ranges::distance(s.rows()) == 0);
-  std::map<fl::row_id, Payload> live;
-  std::size_t bound = s.id_bound();
-  const auto insert = [&](int id) {
-    s.reserve(1);
-    const std::size_t before = s.id_bound();
-    const fl::row_id rid = s.insert(Payload{id, std::string(30, static_cast<char>('a' + id % 26))});
-    CHECK(rid < s.id_bound());
-    CHECK(s.id_bound() <= before + 1);  // one insert raises the bound by at most one
-    CHECK(live.count(rid) == 0);        // never the id of a live row
-    live[rid] = s.get(rid);
-    bound = s.id_bound();
-  };
-  for (int i = 0; i < 20; ++i) insert(i);
-  // Erase every third row, assign every fourth, insert more: ids of the
-  // untouched rows stay valid.
-  for (auto it = live.begin(); it != live.end();) {
-    if (it->second.id % 3 == 0) {
-      s.erase(it->first);
-      it = live.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto& [rid, row] : live) {
-    if (row.id % 4 == 0) {
-      s.assign(rid, Payload{row.id + 1000, "assigned"});
-      row = Payload{row.id + 1000, "assigned"};
-    }
-  }
-  for (int i = 20; i < 30; ++i) insert(i);
-  CHECK(s.size() == live.size());
-  CHECK(s.id_bound() >= bound);
-  for (const auto& [rid, row] : live) CHECK(s.get(rid) == row);
-  std::multiset<Payload> seen;
-  for (const Payload& p : s.rows()) seen.insert(p);
-  std::multiset<Payload> want;
-  for (const auto& [rid, row] : live) want.insert(row);
-  CHECK(seen == want);
-
-  s.clear();
-  CHECK(s.size() == 0);
-  CHECK(std::ranges::distance(s.rows()) == 0);
-  s.reserve(1);
-  const fl::row_id rid = s.insert(Payload{1, "again"});
-  CHECK(s.get(rid).text == "again");
-  CHECK(s.size() == 1);
-}
-
-TEST_CASE_TEMPLATE("row_store contract: after reserve(n), n inserts and any assigns and erases "
-                   "allocate nothing",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
-  using Store = typename Storage::template store<Payload>;
-  Store s;
-  std::vector<Payload> rows;
-  for (int i = 0; i < 64; ++i) rows.push_back({i, std::string(50, 'x')});  // heap strings
-  std::vector<Payload> more = rows;
-  std::vector<fl::row_id> ids;
-  ids.reserve(128);
-
-  for (int round = 0; round < 3; ++round) {
-    s.reserve(32);
-    const std::size_t before = g_allocations;
-    for (int i = 0; i < 16; ++i) ids.push_back(s.insert(std::move(rows[static_cast<std::size_t>(round * 16 + i)])));
-    for (int i = 0; i < 8; ++i) {
-      s.erase(ids.back());
-      ids.pop_back();
-    }
-    for (fl::row_id id : ids) s.assign(id, Payload{-1, "short"});
-    for (int i = 0; i < 16; ++i) ids.push_back(s.insert(std::move(more[static_cast<std::size_t>(round * 16 + i)])));
-    CHECK(g_allocations == before);
-  }
-  CHECK(s.size() == ids.size());
-}
-
-TEST_CASE("DequeStorage is deliberately unlike MemoryStorage: ids are never reused") {
-  flowtest::deque_row_store<Payload> s;
-  s.reserve(3);
-  const fl::row_id a = s.insert(Payload{1, "a"});
-  const fl::row_id b = s.insert(Payload{2, "b"});
-  CHECK(a == flowtest::deque_row_store<Payload>::first_id);
-  s.erase(a);
-  const fl::row_id c = s.insert(Payload{3, "c"});
-  CHECK(c != a);
-  CHECK(c == b + 1);
-  CHECK(s.tombstones() == 1);
-  std::vector<int> order;
-  for (const Payload& p : s.rows()) order.push_back(p.id);
-  CHECK(order == std::vector<int>{3, 2});  // newest first
-
-  fl::detail::memory_row_store<Payload> m;
-  m.reserve(3);
-  const fl::row_id ma = m.insert(Payload{1, "a"});
-  m.insert(Payload{2, "b"});
-  m.erase(ma);
-  CHECK(m.insert(Payload{3, "c"}) == ma);  // the memory store reuses freed ids
-}
 
 // A payload whose construction from an int throws on demand.
 inline int builds_until_throw = -1;
@@ -544,50 +433,6 @@ TEST_CASE("MemoryStorage: emplace_with builds in place; a throwing build leaves 
   CHECK(s.emplace_with([] { return Built(3); }) == a);
   CHECK(s.get(b).text == std::string(40, 'b'));
   CHECK(s.size() == 2);
-}
-
-// Counts the moves of rows (insert_made builds in the slot where it can).
-inline int moves = 0;
-struct Moved {
-  int value = 0;
-  explicit Moved(int v) : value(v) {}
-  Moved(Moved&& o) noexcept : value(o.value) { ++moves; }
-  Moved& operator=(Moved&& o) noexcept {
-    value = o.value;
-    ++moves;
-    return *this;
-  }
-  Moved(const Moved&) = delete;
-  Moved& operator=(const Moved&) = delete;
-  ~Moved() = default;
-};
-
-TEST_CASE_TEMPLATE("detail::insert_made (SCD2's new versions): in the slot "
-                   "where the store can (emplace_with), else moved in; a failing build changes "
-                   "nothing",
-                   Storage, FLOWTEST_STORAGE_POLICIES) {
-  using Store = typename Storage::template store<Moved>;
-  constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return Moved(0); }); };
-  // SqliteStorage's and FileStorage's stores are the memory store (their working set).
-  CHECK(in_place == (std::is_same_v<Storage, fl::MemoryStorage> || std::is_same_v<Storage, fl::SqliteStorage> ||
-                     std::is_same_v<Storage, fl::FileStorage>));
-  Store s;
-  s.reserve(2);
-  moves = 0;
-  const fl::row_id a = fl::detail::insert_made(s, [] {
-    Moved m(7);  // named: the one pass builds its row so
-    m.value += 1;
-    return m;
-  });
-  CHECK(s.get(a).value == 8);
-  CHECK(moves == (in_place ? 0 : 1));
-  CHECK_THROWS_AS(fl::detail::insert_made(s, []() -> Moved { throw std::runtime_error("no"); }),
-                  std::runtime_error);
-  CHECK(s.size() == 1);
-  const fl::row_id b = fl::detail::insert_made(s, [] { return Moved(9); });
-  CHECK(b != a);
-  CHECK(s.get(b).value == 9);
-  CHECK(s.get(a).value == 8);
 }
 
 TEST_CASE("MemoryStorage: reserve_fresh makes room as reserve does, across segments, over "

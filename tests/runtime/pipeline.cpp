@@ -10,6 +10,8 @@
 #include <flowlib/source/memory.hpp>
 #include <flowlib/source/table.hpp>
 
+#include <support/errors.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -20,6 +22,8 @@
 namespace runtime_pipeline {
 
 namespace fl = flowlib;
+using flowtest::contains;
+using flowtest::message_of;
 
 using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
 
@@ -156,18 +160,12 @@ TEST_CASE("Pipeline: declaration errors carry the catalog's codes (R-TABLE-1, R-
   fl::MemoryCheckpoint ckpt;
   fl::Pipeline p{"bookings", ckpt};
   p.flow("a").from(feed).into(current, Current{"a"});
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const fl::error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  CHECK(message([&] { p.flow("a").from(feed).into(current, fl::Append{"a"}); }).find("FLOW_ALREADY_EXISTS") != std::string::npos);
-  CHECK(message([&] { p.flow("b").from(feed).into(other, fl::Append{"b"}); }).find("TABLE_ALREADY_EXISTS") != std::string::npos);
-  CHECK(message([&] { p.flow("c").from(feed).into(current, fl::Append{"c"}); }).find("R-USING-9") != std::string::npos);
-  CHECK(message([&] { p.flow("d").from(feed).into(managed, fl::Append{"d"}); }).find("CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE") != std::string::npos);
+  const auto message = [](auto&& f) { return std::string(flowtest::error_of(f).what()); };
+  CHECK(contains(message([&] { p.flow("a").from(feed).into(current, fl::Append{"a"}); }), "FLOW_ALREADY_EXISTS"));
+  CHECK(contains(message([&] { p.flow("b").from(feed).into(other, fl::Append{"b"}); }), "TABLE_ALREADY_EXISTS"));
+  CHECK(contains(message([&] { p.flow("c").from(feed).into(current, fl::Append{"c"}); }), "R-USING-9"));
+  CHECK(contains(message([&] { p.flow("d").from(feed).into(managed, fl::Append{"d"}); }),
+                 "CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE"));
   CHECK(p.catalog().flows_of("current").size() == 1);
 }
 
@@ -187,24 +185,12 @@ TEST_CASE("Pipeline: a checkpoint of another pipeline or another flow definition
   {
     fl::Pipeline q{"other", ckpt};
     q.flow("current").from(feed).into(current, Current{"current"});
-    try {
-      q.update();
-      FAIL("no error");
-    } catch (const fl::error& e) {
-      CHECK(e.code() == fl::errc::checkpoint_mismatch);
-      CHECK(std::string(e.what()).find("belongs to pipeline 'bookings'") != std::string::npos);
-    }
+    CHECK(contains(message_of(fl::errc::checkpoint_mismatch, [&] { q.update(); }), "belongs to pipeline 'bookings'"));
   }
   {
     fl::Pipeline q{"bookings", ckpt};
     q.flow("current").from(feed).into(log, fl::Append{"current"});  // same name, another definition
-    try {
-      q.update();
-      FAIL("no error");
-    } catch (const fl::error& e) {
-      CHECK(e.code() == fl::errc::checkpoint_mismatch);
-      CHECK(std::string(e.what()).find("another definition") != std::string::npos);
-    }
+    CHECK(contains(message_of(fl::errc::checkpoint_mismatch, [&] { q.update(); }), "another definition"));
   }
   CHECK(ckpt.byte_size() == before);
   CHECK(ckpt.record_count() == records);
@@ -263,12 +249,7 @@ TEST_CASE("Pipeline: full refresh clears the table, its flows' state and checkpo
   p.update();
   CHECK(backfill.size() == 2);  // ONCE ran again, over everything available
 
-  try {
-    p.full_refresh(locked);
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(std::string(e.what()).find("reset_allowed") != std::string::npos);
-  }
+  CHECK(contains(flowtest::error_of([&] { p.full_refresh(locked); }).what(), "reset_allowed"));
   CHECK(locked.size() == 2);
   CHECK(p.update().batches() == 0);  // and its flow still knows where it was
 }
@@ -397,44 +378,35 @@ void dedup_then_failure(Into into) {
   CHECK(run(true) == run(false));
 }
 
+// dedup_then_failure's flow up to its target: dedup, then the expectation.
+auto deduped(fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+  return p.flow("f")
+      .from(feed)
+      .through(Dedup{std::chrono::minutes(5), "dedup"})
+      .expect(fl::expectations(fl::expect_or_fail("amount", pred)));
+}
+
+// dedup_then_failure into a table of Row by Policy.
+template <class Row, class Policy>
+void dedup_then_failure_into() {
+  dedup_then_failure([](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+    auto t = std::make_shared<fl::StreamingTable<Row>>("t");
+    deduped(p, feed, pred).into(*t, Policy{"f"});
+    return [t] { return t->sorted_rows(); };
+  });
+}
+
 TEST_CASE("Pipeline: dedup's state rolls back with a failed batch in front of every flow type (R-EXACT-1, R-DEDUP-6)") {
-  auto checks = [](auto pred) { return fl::expectations(fl::expect_or_fail("amount", pred)); };
-  auto dedup = [] { return Dedup{std::chrono::minutes(5), "dedup"}; };
-  SUBCASE("APPEND") {
-    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
-      auto t = std::make_shared<fl::StreamingTable<Booking>>("t");
-      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, fl::Append{"f"});
-      return [t] { return t->sorted_rows(); };
-    });
-  }
-  SUBCASE("REPLACE USING") {
-    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
-      auto t = std::make_shared<fl::StreamingTable<Booking>>("t");
-      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, Current{"f"});
-      return [t] { return t->sorted_rows(); };
-    });
-  }
-  SUBCASE("AUTO CDC SCD1") {
-    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
-      auto t = std::make_shared<fl::StreamingTable<Cur>>("t");
-      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, Cdc1{"f"});
-      return [t] { return t->sorted_rows(); };
-    });
-  }
-  SUBCASE("AUTO CDC SCD2") {
-    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
-      auto t = std::make_shared<fl::StreamingTable<Hist>>("t");
-      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(*t, Cdc2{"f"});
-      return [t] { return t->sorted_rows(); };
-    });
-  }
+  SUBCASE("APPEND") { dedup_then_failure_into<Booking, fl::Append<>>(); }
+  SUBCASE("REPLACE USING") { dedup_then_failure_into<Booking, Current>(); }
+  SUBCASE("AUTO CDC SCD1") { dedup_then_failure_into<Cur, Cdc1>(); }
+  SUBCASE("AUTO CDC SCD2") { dedup_then_failure_into<Hist, Cdc2>(); }
   SUBCASE("FOREACH BATCH") {
-    dedup_then_failure([&](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
+    dedup_then_failure([](fl::Pipeline& p, fl::MemorySource<Booking>& feed, auto pred) {
       auto got = std::make_shared<std::map<std::uint64_t, std::vector<Booking>>>();
-      p.flow("f").from(feed).through(dedup()).expect(checks(pred)).into(
-          fl::ForeachBatch<Booking>{[got](std::uint64_t id, std::span<const Booking> rows) {
-            (*got)[id] = std::vector<Booking>(rows.begin(), rows.end());
-          }});
+      deduped(p, feed, pred).into(fl::ForeachBatch<Booking>{[got](std::uint64_t id, std::span<const Booking> rows) {
+        (*got)[id] = std::vector<Booking>(rows.begin(), rows.end());
+      }});
       return [got] { return *got; };
     });
   }

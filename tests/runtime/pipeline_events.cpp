@@ -131,12 +131,17 @@ TEST_CASE("Event log: a pipeline's update_progress and flow_progress events, par
   CHECK(total.input_rows == 5);
 }
 
-TEST_CASE("Event log: a failed batch writes FAILED events with the error's code and message (R-EXPECT-1)") {
+// The orders, the table "current", a checkpoint and every event captured.
+struct toko {
   fl::MemorySource<Order> feed{"orders"};
   fl::StreamingTable<Order> current{"current"};
   fl::MemoryCheckpoint ckpt;
   flowtest::json_events captured;
-  auto& [type, events, log] = captured;
+  std::vector<json>& events = captured.events;
+  fl::EventLog& log = captured.log;
+};
+
+TEST_CASE_FIXTURE(toko, "Event log: a failed batch writes FAILED events with the error's code and message (R-EXPECT-1)") {
   fl::Pipeline p{"toko", ckpt};
   p.event_log(log);
   p.flow("orders")
@@ -156,12 +161,7 @@ TEST_CASE("Event log: a failed batch writes FAILED events with the error's code 
   CHECK(current.empty());
 }
 
-TEST_CASE("Event log: a fault at positions_recorded writes a FAILED flow_progress event that counts no row read (R-EXACT-1)") {
-  fl::MemorySource<Order> feed{"orders"};
-  fl::StreamingTable<Order> current{"current"};
-  fl::MemoryCheckpoint ckpt;
-  flowtest::json_events captured;
-  auto& [type, events, log] = captured;
+TEST_CASE_FIXTURE(toko, "Event log: a fault at positions_recorded writes a FAILED flow_progress event that counts no row read (R-EXACT-1)") {
   bool armed = false;
   fl::PipelineOptions options;
   options.threads = 1;
@@ -189,12 +189,7 @@ TEST_CASE("Event log: a fault at positions_recorded writes a FAILED flow_progres
   CHECK(current.size() == 4);
 }
 
-TEST_CASE("Event log: update ids go on increasing across a restart over the same checkpoint") {
-  fl::MemorySource<Order> feed{"orders"};
-  fl::StreamingTable<Order> current{"current"};
-  fl::MemoryCheckpoint ckpt;
-  flowtest::json_events captured;
-  auto& [type, events, log] = captured;
+TEST_CASE_FIXTURE(toko, "Event log: update ids go on increasing across a restart over the same checkpoint") {
   for (int restart = 0; restart < 3; ++restart) {
     fl::Pipeline p{"toko", ckpt};
     p.event_log(log);

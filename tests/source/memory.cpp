@@ -1,9 +1,12 @@
-// MemorySource (source/memory.hpp): plan and read against a simple model of
-// per-partition logs over random appends and limits, retention
-// (discard_before), the errors, and appends from two threads while a third
-// plans and reads (R-EXACT-1's replay: the same positions read the same
-// rows).
+// MemorySource (source/memory.hpp): the source contract
+// (support/source_contract.hpp) over random appends and limits with
+// retention (discard_before), plan's partition order, the errors, and
+// appends from two threads while a third plans and reads (R-EXACT-1's
+// replay: the same positions read the same rows).
 #include <flowlib/source/memory.hpp>
+
+#include "support/errors.hpp"
+#include "support/source_contract.hpp"
 
 #include <doctest/doctest.h>
 
@@ -19,6 +22,7 @@
 namespace source_memory {
 
 namespace fl = flowlib;
+using flowtest::contains;
 
 namespace {
 
@@ -34,31 +38,73 @@ static_assert(fl::source<fl::MemorySource<Ev>>);
 static_assert(fl::source<fl::MemorySource<int>>);
 static_assert(fl::source<fl::MemorySource<std::string>>);
 
-using Model = std::vector<std::vector<Ev>>;  // per partition, every row ever appended
+// MemorySource under the contract suite (support/source_contract.hpp):
+// appends of one row, of a range (to partition 0) and to a partition; plan
+// takes partitions in ascending order; retention behind the rows read
+// moves start() and frees what size() counts.
+struct memory_harness {
+  fl::MemorySource<Ev> s;
+  std::mt19937 rng;
+  std::vector<std::uint64_t> appended, start;
 
-// The model's rows between two positions, partition by partition.
-std::vector<Ev> model_rows(const Model& m, const fl::source_position& from,
-                           const fl::source_position& to) {
-  std::vector<Ev> out;
-  for (std::uint32_t p = 0; p < m.size(); ++p)
-    for (auto o = from.offset(p); o < to.offset(p); ++o) out.push_back(m[p][o]);
-  return out;
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::invalid_argument);
-    return e.what();
+  memory_harness(std::uint32_t parts, std::uint32_t seed)
+      : s("events", {.partitions = parts}), rng(seed), appended(parts), start(parts) {}
+  const fl::MemorySource<Ev>& source() const { return s; }
+  std::vector<std::uint32_t> partitions() const {
+    std::vector<std::uint32_t> out(appended.size());
+    for (std::uint32_t p = 0; p < out.size(); ++p) out[p] = p;
+    return out;
   }
-  FAIL("expected a flowlib::error");
-  return {};
-}
+  Ev row(std::uint64_t n) const { return {0, 0, n, std::string(n % 40, 'x')}; }
+  void append(std::uint32_t p, const std::vector<Ev>& rows) {
+    if (p == 0 && rng() % 3 == 0) {
+      s.append(rows);
+    } else {
+      for (const auto& e : rows) {
+        if (p == 0 && rng() % 2) {
+          s.append(e);
+        } else {
+          s.append_to(p, e);
+        }
+      }
+    }
+    appended[p] += rows.size();
+  }
+  // A later partition advances only once the earlier ones are caught up.
+  fl::source_position plan_model(const fl::source_position& from, const fl::source_position& latest,
+                                 std::size_t limit) const {
+    fl::source_position to = from;
+    std::uint64_t left = limit == 0 ? ~std::uint64_t{0} : limit;
+    for (std::uint32_t p = 0; p < appended.size(); ++p) {
+      const auto take = std::min(left, latest.offset(p) - from.offset(p));
+      to.set(p, from.offset(p) + take);
+      left -= take;
+    }
+    return to;
+  }
+  void after_batch(const fl::source_position& read_to, std::mt19937_64& r) {
+    if (r() % 3 == 0) {
+      fl::source_position d;
+      for (std::uint32_t p = 0; p < appended.size(); ++p) {
+        const auto c = read_to.offset(p);
+        const auto keep = c == 0 ? 0 : r() % (c + 1);
+        d.set(p, keep);
+        start[p] = std::max(start[p], keep);
+      }
+      s.discard_before(d);
+    }
+    fl::source_position want;
+    std::uint64_t held = 0;
+    for (std::uint32_t p = 0; p < appended.size(); ++p) {
+      want.set(p, start[p]);
+      held += appended[p] - start[p];
+    }
+    CHECK(s.start() == want);
+    CHECK(s.size() == held);
+  }
+};
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+std::string invalid(auto&& f) { return flowtest::message_of(fl::errc::invalid_argument, f); }
 
 }  // namespace
 
@@ -95,98 +141,11 @@ TEST_CASE("memory source: an empty source, defaults and single-partition appends
   CHECK(names == std::vector<std::string>{"a", "b", "c"});
 }
 
-TEST_CASE("memory source: plan and read match a model over random appends, limits and retention") {
+TEST_CASE("R-SOURCE-1: memory source: the source contract over one to four partitions, with retention behind the reader") {
   for (std::uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) {
     CAPTURE(seed);
-    std::mt19937 rng(seed);
-    const std::uint32_t parts = 1 + rng() % 4;
-    fl::MemorySource<Ev> s("events", {.partitions = parts});
-    Model m(parts);
-    std::vector<std::uint64_t> start(parts, 0);
-    fl::source_position cursor = s.start();
-    std::vector<std::vector<Ev>> consumed(parts);  // what the batches delivered, per partition
-    std::uint64_t next = 0;
-
-    for (int step = 0; step < 400; ++step) {
-      switch (rng() % 6) {
-        case 0:
-        case 1: {  // appends: one row, a range to partition 0, or append_to
-          const int n = static_cast<int>(rng() % 200);
-          const std::uint32_t p = rng() % parts;
-          if (rng() % 3 == 0) {
-            std::vector<Ev> rows;
-            for (int i = 0; i < n; ++i) rows.push_back({0, 0, next++, "r" + std::to_string(next)});
-            s.append(rows);
-            m[0].insert(m[0].end(), rows.begin(), rows.end());
-          } else {
-            for (int i = 0; i < n; ++i) {
-              Ev e{p, 0, next++, std::string(rng() % 40, 'x')};
-              if (p == 0 && rng() % 2) {
-                s.append(e);
-              } else {
-                s.append_to(p, e);
-              }
-              m[p].push_back(e);
-            }
-          }
-          break;
-        }
-        case 2: {  // retention behind the cursor (what a pipeline has committed)
-          fl::source_position d;
-          for (std::uint32_t p = 0; p < parts; ++p) {
-            const auto c = cursor.offset(p);
-            const auto keep = c == 0 ? 0 : rng() % (c + 1);
-            d.set(p, keep);
-            start[p] = std::max<std::uint64_t>(start[p], keep);
-          }
-          s.discard_before(d);
-          break;
-        }
-        default: {  // one batch
-          const std::size_t limit = rng() % 3 == 0 ? 0 : 1 + rng() % 300;
-          const auto to = s.plan(cursor, limit);
-          CHECK(s.plan(cursor, limit) == to);  // deterministic
-          // Independent expectations: never beyond latest, at most `limit`
-          // rows, everything when limit is 0, and partitions in ascending
-          // order (a later partition advances only once the earlier ones
-          // are caught up).
-          std::uint64_t available = 0;
-          bool earlier_caught_up = true;
-          for (std::uint32_t p = 0; p < parts; ++p) {
-            CHECK(to.offset(p) >= cursor.offset(p));
-            CHECK(to.offset(p) <= m[p].size());
-            if (to.offset(p) > cursor.offset(p)) CHECK(earlier_caught_up);
-            earlier_caught_up = earlier_caught_up && to.offset(p) == m[p].size();
-            available += m[p].size() - cursor.offset(p);
-          }
-          const auto taken = to.rows_after(cursor);
-          CHECK(taken == (limit == 0 ? available : std::min<std::uint64_t>(limit, available)));
-
-          std::vector<Ev> rows, again;
-          s.read(cursor, to, rows);
-          s.read(cursor, to, again);  // a replay reads the same rows
-          CHECK(rows == model_rows(m, cursor, to));
-          CHECK(again == rows);
-          for (const auto& e : rows) consumed[e.partition].push_back(e);
-          cursor = to;
-        }
-      }
-      CHECK(s.start() == [&] {
-        fl::source_position p;
-        for (std::uint32_t i = 0; i < parts; ++i) p.set(i, start[i]);
-        return p;
-      }());
-      std::uint64_t held = 0;
-      for (std::uint32_t p = 0; p < parts; ++p) held += m[p].size() - start[p];
-      CHECK(s.size() == held);
-    }
-    // Drain; every partition's rows were delivered once, in order.
-    std::vector<Ev> rest;
-    const auto end = s.plan(cursor, 0);
-    CHECK(end == s.latest());
-    s.read(cursor, end, rest);
-    for (const auto& e : rest) consumed[e.partition].push_back(e);
-    for (std::uint32_t p = 0; p < parts; ++p) CHECK(consumed[p] == m[p]);
+    memory_harness h(1 + seed % 4, seed);
+    flowtest::check_source_contract(h, seed, {.steps = 150, .most_appended = 200, .most_limit = 300, .replays = 40});
   }
 }
 
@@ -224,12 +183,12 @@ TEST_CASE("memory source: discarded rows, positions beyond latest and unknown pa
   fl::source_position to;
   to.set(1, 310);
   std::vector<int> out{7};
-  std::string what = error_of([&] { s.read(from, to, out); });
+  std::string what = invalid([&] { s.read(from, to, out); });
   CHECK(out == std::vector<int>{7});
   CHECK(contains(what, "'clicks'"));
   CHECK(contains(what, "rows before offset 300 of partition 1 are no longer held"));
   CHECK(contains(what, "from 1:299 to 1:310"));
-  what = error_of([&] { (void)s.plan(from, 0); });
+  what = invalid([&] { (void)s.plan(from, 0); });
   CHECK(contains(what, "rows before offset 300 of partition 1 are no longer held"));
 
   // Partition 0 reads nothing from partition 1's discarded range: fine.
@@ -246,23 +205,23 @@ TEST_CASE("memory source: discarded rows, positions beyond latest and unknown pa
 
   fl::source_position beyond;
   beyond.set(0, 501);
-  what = error_of([&] { s.read(fl::source_position{}, beyond, out); });
+  what = invalid([&] { s.read(fl::source_position{}, beyond, out); });
   CHECK(contains(what, "beyond the latest position 0:500,1:500"));
-  what = error_of([&] { (void)s.plan(beyond, 1); });
+  what = invalid([&] { (void)s.plan(beyond, 1); });
   CHECK(contains(what, "plan: position 0:501 is beyond"));
-  what = error_of([&] { s.discard_before(beyond); });
+  what = invalid([&] { s.discard_before(beyond); });
   CHECK(contains(what, "discard_before"));
   CHECK(s.size() == 700);
 
   fl::source_position other;
   other.set(2, 0);
-  what = error_of([&] { (void)s.plan(other, 0); });
+  what = invalid([&] { (void)s.plan(other, 0); });
   CHECK(contains(what, "partition 2 does not exist (the source has 2 partitions)"));
-  what = error_of([&] { s.append_to(2, 1); });
+  what = invalid([&] { s.append_to(2, 1); });
   CHECK(contains(what, "append_to: partition 2 does not exist"));
-  what = error_of([&] { s.read(s.latest(), s.start(), out); });
+  what = invalid([&] { s.read(s.latest(), s.start(), out); });
   CHECK(contains(what, "is before the start position"));
-  what = error_of([] { fl::MemorySource<int> none("none", {.partitions = 0}); });
+  what = invalid([] { fl::MemorySource<int> none("none", {.partitions = 0}); });
   CHECK(contains(what, "at least one partition"));
 }
 

@@ -1,9 +1,9 @@
 // The memory store's change journal (storage/memory.hpp; the capability
-// flowlib::journaled_row_store of storage/row_store.hpp): rollback restores
-// the store exactly, ids of later inserts included; commit leaves it as a
-// store that never had a journal; journal_inserted() lists the live rows the
-// journal inserted, in order. Checked on random operation sequences against
-// a twin store without a journal and a map model of the rows.
+// flowlib::journaled_row_store of storage/row_store.hpp) beyond what
+// tests/storage/row_store_contract.cpp checks of every journaled store on
+// random sequences: journal_inserted() in corner cases, a mutable get()
+// saved once, a failed journal record, steady batches allocating nothing,
+// a moved journal, and the changes() count.
 #include <flowlib/storage/memory.hpp>
 
 #include <support/failing_allocator.hpp>
@@ -35,337 +35,6 @@ struct Row {
 using store = fl::detail::memory_row_store<Row>;
 static_assert(fl::journaled_row_store<store>);
 static_assert(fl::mutable_row_store<store>);
-
-Row make_row(std::mt19937_64& rng) {
-  const std::uint64_t k = rng() % 1000;
-  std::string s = "v" + std::to_string(k);
-  if (rng() % 2) s += std::string(24 + rng() % 16, static_cast<char>('a' + k % 26));
-  return {k, std::move(s)};
-}
-
-using model = std::map<fl::row_id, Row>;
-
-// The store's rows by id. rows() yields the live rows in id order; an id
-// is matched to its row by the row's address.
-model contents(const store& s) {
-  model m;
-  std::vector<const Row*> live;
-  for (const Row& r : s.rows()) live.push_back(&r);
-  for (std::size_t i = 0, j = 0; i < s.id_bound() && j < live.size(); ++i) {
-    const fl::row_id id = static_cast<fl::row_id>(i);
-    if (&s.get(id) == live[j]) {
-      m.emplace(id, *live[j]);
-      ++j;
-    }
-  }
-  return m;
-}
-
-void check_same(const store& a, const model& expect, const char* what) {
-  INFO(what);
-  CHECK(a.size() == expect.size());
-  CHECK(contents(a) == expect);
-}
-
-struct thrown : std::runtime_error {
-  thrown() : std::runtime_error("make failed") {}
-};
-
-// One random operation, applied to the stores in `ss` alike (the journaled
-// store first), with `m` the model of their rows and `inserted` the model
-// of journal_inserted() (ids the journal inserted, still live, in order).
-struct driver {
-  std::mt19937_64& rng;
-  model& m;
-  std::vector<fl::row_id>* inserted;  // null when not journaling
-
-  fl::row_id pick() {
-    auto it = m.begin();
-    std::advance(it, static_cast<std::ptrdiff_t>(rng() % m.size()));
-    return it->first;
-  }
-  void note_insert(fl::row_id id, const Row& r) {
-    REQUIRE(m.count(id) == 0);
-    m.emplace(id, r);
-    if (inserted) inserted->push_back(id);
-  }
-  void note_erase(fl::row_id id) {
-    m.erase(id);
-    if (inserted) std::erase(*inserted, id);
-  }
-
-  void step(std::vector<store*> ss) {
-    const unsigned op = static_cast<unsigned>(rng() % 11);
-    if (m.empty() && op >= 2 && op <= 5) return;
-    switch (op) {
-      case 0:
-      case 1: {  // reserve, then a few inserts
-        const std::size_t n = 1 + rng() % 4;
-        for (store* s : ss) s->reserve(n + rng() % 3);
-        for (std::size_t i = 0; i < n; ++i) {
-          const Row r = make_row(rng);
-          fl::row_id id = 0;
-          for (std::size_t j = 0; j < ss.size(); ++j) {
-            const fl::row_id got = ss[j]->insert(Row(r));
-            if (j == 0) id = got;
-            CHECK(got == id);
-          }
-          note_insert(id, r);
-        }
-        break;
-      }
-      case 2: {  // assign
-        const fl::row_id id = pick();
-        const Row r = make_row(rng);
-        for (store* s : ss) s->assign(id, Row(r));
-        m[id] = r;
-        break;
-      }
-      case 3:
-      case 4: {  // erase
-        const fl::row_id id = pick();
-        for (store* s : ss) s->erase(id);
-        note_erase(id);
-        break;
-      }
-      case 5: {  // mutable get: changed in place, or only read
-        const fl::row_id id = pick();
-        const bool change = rng() % 3 != 0;
-        const std::string tail = std::to_string(rng() % 100);
-        for (store* s : ss) {
-          Row& r = s->get(id);
-          if (change) r.s += tail;
-        }
-        if (change) m[id].s += tail;
-        break;
-      }
-      case 6: {  // emplace_with, which may throw
-        const bool fail = rng() % 4 == 0;
-        const Row r = make_row(rng);
-        for (store* s : ss) s->reserve(1);
-        fl::row_id id = 0;
-        for (std::size_t j = 0; j < ss.size(); ++j) {
-          try {
-            const fl::row_id got = ss[j]->emplace_with([&]() -> Row {
-              if (fail) throw thrown();
-              return r;
-            });
-            CHECK_FALSE(fail);
-            if (j == 0) id = got;
-            CHECK(got == id);
-          } catch (const thrown&) {
-            CHECK(fail);
-          }
-        }
-        if (!fail) note_insert(id, r);
-        break;
-      }
-      case 7: {  // emplace_each, which may throw part way
-        const std::size_t n = rng() % 9;
-        std::vector<Row> batch;
-        for (std::size_t i = 0; i < n; ++i) batch.push_back(make_row(rng));
-        const std::size_t fail_at = rng() % 3 == 0 && n > 0 ? rng() % n : n;
-        for (store* s : ss) s->reserve(n);
-        for (store* s : ss) {
-          const std::size_t size_before = s->size();
-          std::size_t i = 0;
-          try {
-            const std::size_t got = s->emplace_each(batch, [&](const Row& r) -> Row {
-              if (i++ == fail_at) throw thrown();
-              return r;
-            });
-            CHECK(fail_at == n);
-            CHECK(got == n);
-          } catch (const thrown&) {
-            CHECK(fail_at < n);
-            CHECK(s->size() == size_before);
-          }
-        }
-        if (fail_at == n && n > 0) {
-          // Which ids: the store's new live ids, in the order rows were
-          // made (dead slots first, head of the free list first, then fresh).
-          const model now = contents(*ss[0]);
-          std::vector<fl::row_id> fresh;
-          for (const auto& [id, r] : now) {
-            if (m.count(id) == 0) fresh.push_back(id);
-          }
-          REQUIRE(fresh.size() == n);
-          // Map each new id to its row: the journal's list gives the order
-          // when journaling; otherwise match by value through the twin.
-          if (inserted) {
-            const auto ins = ss[0]->journal_inserted();
-            REQUIRE(ins.size() >= n);
-            for (std::size_t i = 0; i < n; ++i) {
-              const fl::row_id id = ins[ins.size() - n + i];
-              CHECK(now.at(id) == batch[i]);
-              note_insert(id, batch[i]);
-            }
-          } else {
-            for (const auto id : fresh) m.emplace(id, now.at(id));
-          }
-          for (std::size_t j = 1; j < ss.size(); ++j) CHECK(contents(*ss[j]) == now);
-        }
-        break;
-      }
-      case 8: {  // reserve only, or reserve_fresh
-        const std::size_t n = rng() % 70;
-        for (store* s : ss) {
-          if (rng() % 2) {
-            s->reserve(n);
-          } else {
-            s->reserve_fresh(n);
-          }
-        }
-        break;
-      }
-      case 9: {  // journal_inserted(), mid-journal
-        if (inserted) {
-          const auto ins = ss[0]->journal_inserted();
-          CHECK(std::vector<fl::row_id>(ins.begin(), ins.end()) == *inserted);
-        }
-        break;
-      }
-      case 10: {  // read through the const interface: never journaled
-        const fl::row_id id = m.empty() ? 0 : pick();
-        for (store* s : ss) {
-          if (!m.empty()) CHECK(std::as_const(*s).get(id) == m.at(id));
-        }
-        break;
-      }
-    }
-  }
-};
-
-// The same fixed sequence after the journal, on both stores: the ids each
-// insert receives must agree (the free list is the same, in the same order).
-void check_later_inserts(store& a, store& b, model& m, std::mt19937_64& rng) {
-  std::vector<fl::row_id> erase_order;
-  for (const auto& [id, r] : m) erase_order.push_back(id);
-  std::shuffle(erase_order.begin(), erase_order.end(), rng);
-  erase_order.resize(erase_order.size() / 3);
-  for (const auto id : erase_order) {
-    a.erase(id);
-    b.erase(id);
-    m.erase(id);
-  }
-  const std::size_t n = 5 + rng() % 40;
-  a.reserve(n);
-  b.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    Row r{i, "later" + std::to_string(i)};
-    const fl::row_id x = a.insert(Row(r)), y = b.insert(Row(r));
-    CHECK(x == y);
-    m.emplace(x, r);
-  }
-  CHECK(a.id_bound() == b.id_bound());
-  check_same(a, m, "after the later inserts");
-  check_same(b, m, "twin after the later inserts");
-}
-
-// A store with random contents and erased holes (the same in both).
-void fill(store& a, store& b, model& m, std::mt19937_64& rng) {
-  driver d{rng, m, nullptr};
-  const std::size_t n = rng() % 150;
-  for (std::size_t i = 0; i < n; ++i) d.step({&a, &b});
-}
-
-TEST_CASE("journal: rollback restores rows, size, id_bound and the ids of later inserts") {
-  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
-    CAPTURE(seed);
-    std::mt19937_64 rng(seed);
-    store a, b;  // b never sees the journal
-    model m;
-    fill(a, b, m, rng);
-    const model before = m;
-    const std::size_t bound = a.id_bound();
-    REQUIRE(contents(a) == before);
-
-    a.begin_journal();
-    CHECK(a.journaling());
-    std::vector<fl::row_id> inserted;
-    driver d{rng, m, &inserted};
-    const std::size_t ops = rng() % 60;
-    for (std::size_t i = 0; i < ops; ++i) d.step({&a});
-    const auto ins = a.journal_inserted();
-    CHECK(std::vector<fl::row_id>(ins.begin(), ins.end()) == inserted);
-    check_same(a, m, "inside the journal");
-
-    a.rollback_journal();
-    CHECK_FALSE(a.journaling());
-    CHECK(a.journal_inserted().empty());
-    m = before;
-    CHECK(a.id_bound() == bound);
-    check_same(a, before, "after rollback");
-    check_later_inserts(a, b, m, rng);
-  }
-}
-
-TEST_CASE("journal: commit leaves the store as one that never had a journal") {
-  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
-    CAPTURE(seed);
-    std::mt19937_64 rng(seed * 7919);
-    store a, b;
-    model m;
-    fill(a, b, m, rng);
-
-    a.begin_journal();
-    std::vector<fl::row_id> inserted;
-    driver d{rng, m, &inserted};
-    const std::size_t ops = rng() % 60;
-    for (std::size_t i = 0; i < ops; ++i) d.step({&a, &b});
-    const auto ins = a.journal_inserted();
-    CHECK(std::vector<fl::row_id>(ins.begin(), ins.end()) == inserted);
-
-    a.commit_journal();
-    CHECK_FALSE(a.journaling());
-    CHECK(a.id_bound() == b.id_bound());
-    check_same(a, m, "after commit");
-    check_same(b, m, "twin");
-    check_later_inserts(a, b, m, rng);
-  }
-}
-
-TEST_CASE("journal: many batches on one store, each committed or rolled back") {
-  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    CAPTURE(seed);
-    std::mt19937_64 rng(seed * 104729);
-    store a, b;  // b receives only the committed batches
-    model m;
-    fill(a, b, m, rng);
-    for (int batch = 0; batch < 30; ++batch) {
-      CAPTURE(batch);
-      const bool commit = rng() % 2;
-      const std::uint64_t batch_seed = rng();
-      // The batch on the journaled store...
-      std::mt19937_64 r1(batch_seed);
-      model m1 = m;
-      std::vector<fl::row_id> inserted;
-      a.begin_journal();
-      driver d1{r1, m1, &inserted};
-      const std::size_t ops = r1() % 40;
-      for (std::size_t i = 0; i < ops; ++i) d1.step({&a});
-      const auto ins = a.journal_inserted();
-      CHECK(std::vector<fl::row_id>(ins.begin(), ins.end()) == inserted);
-      if (commit) {
-        a.commit_journal();
-        // ... and the same batch, without a journal, on the twin.
-        std::mt19937_64 r2(batch_seed);
-        model m2 = m;
-        driver d2{r2, m2, nullptr};
-        const std::size_t ops2 = r2() % 40;
-        for (std::size_t i = 0; i < ops2; ++i) d2.step({&b});
-        CHECK(m2 == m1);
-        m = m1;
-      } else {
-        a.rollback_journal();
-      }
-      CHECK(a.id_bound() == b.id_bound());
-      check_same(a, m, "journaled store");
-      check_same(b, m, "twin");
-    }
-    check_later_inserts(a, b, m, rng);
-  }
-}
 
 TEST_CASE("journal: journal_inserted() excludes rows inserted then erased, keeps order") {
   store s;
@@ -529,6 +198,31 @@ TEST_CASE("journal: after reserve(n), n inserts and emplace_each allocate nothin
     s.rollback_journal();
     CHECK(s.size() == 100 - holes);
   }
+}
+
+// Known to fail (doctest::should_fail): a first change under the journal
+// (assign, erase, mutable get) records its row in the buffer whose room
+// reserve() made for the inserts' dead-slot records, so a noexcept insert
+// after it reallocates that buffer. Drop the decorator once it holds.
+TEST_CASE("journal: after reserve(n), a first change of a row leaves the n inserts' records their room" *
+          doctest::should_fail()) {
+  store s;
+  s.reserve(3);
+  const fl::row_id a = s.insert({1, "a"});
+  const fl::row_id b = s.insert({2, "b"});
+  s.insert({3, "c"});
+  s.erase(a);  // a dead slot from before the journal: its insert is recorded
+  s.begin_journal();
+  s.reserve(1);
+  s.assign(b, {9, std::string(40, 'z')});  // may allocate: a first change
+  constexpr long budget = 1'000'000;
+  failing_allocator::arm(budget);
+  CHECK(s.insert({4, "d"}) == a);
+  const long used = budget - failing_allocator::allocations_left;
+  failing_allocator::disarm();
+  CHECK(used == 0);
+  s.rollback_journal();
+  CHECK(s.size() == 2);
 }
 
 TEST_CASE("store: changes() grows with every change of the rows and only then (R-STAGE-6: a lookup keeps its index while it is unchanged)") {

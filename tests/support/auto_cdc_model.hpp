@@ -438,4 +438,13 @@ inline void require_same(const fl::BatchStats& a, const fl::BatchStats& b) {
   REQUIRE(a.truncated_rows == b.truncated_rows);
 }
 
+/// Applies `batch` to `flow` over `t`, and to `planned` over `ref` through
+/// an input-only range (always planned): the same counts and rows.
+template <class Flow, class Planned, class Table>
+void require_same_apply(Flow& flow, Table& t, Planned& planned, Table& ref, const std::vector<Change>& batch) {
+  const fl::BatchStats s = flow.apply(t, batch);
+  require_same(s, planned.apply(ref, input_only{&batch}));
+  REQUIRE(t.sorted_rows() == ref.sorted_rows());
+}
+
 }  // namespace onepass

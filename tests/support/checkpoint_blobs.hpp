@@ -5,6 +5,7 @@
 //
 //   flowtest::written w;
 //   flowtest::write_commit(flow, w, interval, snapshot_only);  // after each commit
+//   flowtest::write_commit(flow, w, plan);                     // a restore_plan's
 //   restored.read_checkpoint(table, w.upto(k));                 // state after commit k
 #pragma once
 
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +63,27 @@ struct written {
   }
 };
 
+/// How a randomised test writes and restores: a snapshot every `interval`
+/// commits (instead of that commit's delta when `snapshot_only`), and a
+/// restore after commit `k` of `commits`, drawn in that order.
+struct restore_plan {
+  std::size_t interval = 1;
+  bool snapshot_only = false;
+  std::size_t k = 0;
+  template <class Rng>
+  static restore_plan random(Rng& rng, std::size_t commits) {
+    restore_plan p;
+    p.interval = 1 + rng() % 5;
+    p.snapshot_only = rng() % 2 == 0;
+    p.k = rng() % (commits + 1);
+    return p;
+  }
+  friend std::ostream& operator<<(std::ostream& os, const restore_plan& p) {
+    return os << "{interval " << p.interval << (p.snapshot_only ? ", snapshots only" : "") << ", restore after "
+              << p.k << "}";
+  }
+};
+
 /// Writes what the runtime writes after a commit: a delta, and every
 /// `interval` commits a snapshot too (after the delta, or instead of it).
 template <class Flow>
@@ -70,6 +93,10 @@ void write_commit(const Flow& f, written& w, std::size_t interval, bool snapshot
   if (!(snap && snapshot_only)) c.delta = delta_of(f);
   if (snap) c.snapshot = snapshot_of(f);
   w.commits.push_back(std::move(c));
+}
+template <class Flow>
+void write_commit(const Flow& f, written& w, const restore_plan& plan) {
+  write_commit(f, w, plan.interval, plan.snapshot_only);
 }
 
 }  // namespace flowtest

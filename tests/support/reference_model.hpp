@@ -9,6 +9,7 @@
 //   CHECK(table.sorted_rows() == model.sorted_rows());
 //
 //   flowtest::final_state<Key, Seq>(all_rows)          // R-USING-4
+//   CHECK(flowtest::counts_of(stats) == flowtest::using_counts{.input = 5, ...});
 //
 // Rows are compared and sorted with flowtest::sort_rows (support/rows.hpp),
 // the order StreamingTable::sorted_rows() uses, so the two vectors compare with ==.
@@ -17,14 +18,20 @@
 #include "rows.hpp"
 
 #include <flowlib/columns.hpp>
+#include <flowlib/error.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/table.hpp>
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
+#include <initializer_list>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -138,6 +145,38 @@ std::vector<Row> final_state(const std::vector<Row>& input, K key = K{}, S seq =
   }
   sort_rows(out);
   return out;
+}
+
+/// The counters of a REPLACE USING batch (BatchStats' own names without
+/// `_rows`), compared at once and printed whole when they differ.
+struct using_counts {
+  std::uint64_t input = 0, dropped = 0, superseded = 0, ignored_late = 0, applied = 0, inserted = 0,
+                appended = 0, replaced = 0;
+  friend bool operator==(const using_counts&, const using_counts&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const using_counts& c) {
+    return os << "{input " << c.input << ", dropped " << c.dropped << ", superseded " << c.superseded
+              << ", ignored_late " << c.ignored_late << ", applied " << c.applied << ", inserted "
+              << c.inserted << ", appended " << c.appended << ", replaced " << c.replaced << "}";
+  }
+};
+inline using_counts counts_of(const flowlib::BatchStats& s) {
+  return {s.input_rows,   s.dropped_rows,  s.superseded_rows, s.ignored_late_rows,
+          s.applied_rows, s.inserted_rows, s.appended_rows,   s.replaced_rows};
+}
+
+/// A flow's error (an expectation's failure, a null sequence): its code,
+/// and the flow, column and key it names, in its fields and in what(),
+/// which also holds each of `more`.
+inline void check_flow_error(const flowlib::error& e, flowlib::errc code, std::string_view flow,
+                             std::string_view column, std::string_view key,
+                             std::initializer_list<std::string_view> more = {}) {
+  CHECK(e.code() == code);
+  CHECK(e.flow() == flow);
+  CHECK(e.column() == column);
+  CHECK(e.key() == key);
+  const std::string_view what = e.what();
+  for (const std::string_view part : {flow, column, key}) CHECK(what.find(part) != std::string_view::npos);
+  for (const std::string_view part : more) CHECK(what.find(part) != std::string_view::npos);
 }
 
 /// BatchStats accounting that holds for every REPLACE USING batch.

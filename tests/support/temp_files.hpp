@@ -8,6 +8,9 @@
 //   temp_path  a path with nothing there yet (the test makes the file or
 //              directory, or the code under test does)
 //   temp_dir   a directory, made at once
+//   memory_dir a directory, made at once, in memory (/dev/shm) where there
+//              is one: for tests of restarts, not of power loss, whose
+//              checkpoints' fsyncs would be slow on a busy disk
 //   temp_db    a database file: the path, and SQLite's -wal, -shm and
 //              -journal files beside it, removed before and after
 //
@@ -24,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace flowtest {
 
@@ -39,9 +43,7 @@ inline std::filesystem::path fresh_temp_path(std::string_view stem, std::string_
 struct temp_path {
   std::filesystem::path path;
   explicit temp_path(std::string_view stem, std::string_view suffix = "")
-      : path(fresh_temp_path(stem, suffix)) {
-    remove();
-  }
+      : temp_path(at{}, fresh_temp_path(stem, suffix)) {}
   temp_path(const temp_path&) = delete;
   temp_path& operator=(const temp_path&) = delete;
   ~temp_path() { remove(); }
@@ -49,6 +51,10 @@ struct temp_path {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
   }
+
+ protected:
+  struct at {};
+  temp_path(at, std::filesystem::path p) : path(std::move(p)) { remove(); }
 };
 
 struct temp_dir : temp_path {
@@ -57,16 +63,31 @@ struct temp_dir : temp_path {
   }
 };
 
+struct memory_dir : temp_path {
+  explicit memory_dir(std::string_view stem) : temp_path(at{}, in_memory(fresh_temp_path(stem))) {
+    std::filesystem::create_directories(path);
+  }
+
+ private:
+  static std::filesystem::path in_memory(const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_directory("/dev/shm", ec) ? std::filesystem::path("/dev/shm") / p.filename() : p;
+  }
+};
+
+/// Removes a database file and SQLite's -wal, -shm and -journal files beside it.
+inline void remove_database(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
+}
+
 struct temp_db {
   std::string path;
   explicit temp_db(std::string_view stem) : path(fresh_temp_path(stem, ".db").string()) { remove(); }
   temp_db(const temp_db&) = delete;
   temp_db& operator=(const temp_db&) = delete;
   ~temp_db() { remove(); }
-  void remove() const {
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
-  }
+  void remove() const { remove_database(path); }
   /// The database file's bytes (not its WAL).
   std::string bytes() const;
 };

@@ -115,6 +115,41 @@ fl::PipelineOptions with_hook(scenario& sc) {
   return opt;
 }
 
+/// Which error an update reported: "a", "b" or "nothing".
+std::string reported_by(fl::Pipeline& p) {
+  try {
+    p.update();
+  } catch (const b_error&) {
+    return "b";
+  } catch (const a_error&) {
+    return "a";
+  }
+  return "nothing";
+}
+
+/// A test's world: the threads = 1 run to compare with, the sources (filled),
+/// the tables and checkpoint, and the failures of the scenario.
+struct abc_case {
+  reference ref;
+  sources s;
+  memory_world w;
+  scenario sc;
+  abc_case(bool a_fails, bool b_fails) {
+    fill(s);
+    sc.a_fails = a_fails;
+    sc.b_fails = b_fails;
+  }
+  void declare(fl::Pipeline& p) { declare_abc(p, s, w, &sc); }
+  /// Declares the flows in `p` and updates it with the scenario's failures:
+  /// the error it reported.
+  std::string failed_update(fl::Pipeline& p) {
+    declare(p);
+    const std::string reported = reported_by(p);
+    CHECK_MESSAGE(!sc.gate_timed_out, "\"a\" and \"b\" did not run at the same time");
+    return reported;
+  }
+};
+
 void check_same_tables(memory_world& got, memory_world& want) {
   CHECK(got.ind.sorted_rows() == want.ind.sorted_rows());
   CHECK(got.dd.sorted_rows() == want.dd.sorted_rows());
@@ -123,24 +158,10 @@ void check_same_tables(memory_world& got, memory_world& want) {
 }
 
 TEST_CASE("R-EXACT-7, threads = 2: a flow failing while an independent flow runs: its error is reported, the running flow's batch is committed, a flow depending on the running one does not start") {
-  reference ref;
-  sources s;
-  fill(s);
-  memory_world w;
-  scenario sc;
-  sc.b_fails = true;
+  abc_case t{false, true};
+  auto& [ref, s, w, sc] = t;
   fl::Pipeline p{"abc", w.checkpoint, with_hook(sc)};
-  declare_abc(p, s, w, &sc);
-  std::string reported = "nothing";
-  try {
-    p.update();
-  } catch (const b_error&) {
-    reported = "b";
-  } catch (const a_error&) {
-    reported = "a";
-  }
-  CHECK(reported == "b");
-  CHECK_MESSAGE(!sc.gate_timed_out, "\"a\" and \"b\" did not run at the same time");
+  CHECK(t.failed_update(p) == "b");
   const fl::detail::checkpoint_log log(w.checkpoint);
   const auto a = log.last_commit("a");
   REQUIRE_MESSAGE(a.has_value(), "the batch \"a\" was running when \"b\" failed was not committed");
@@ -157,26 +178,11 @@ TEST_CASE("R-EXACT-7, threads = 2: a flow failing while an independent flow runs
 }
 
 TEST_CASE("R-EXACT-7, threads = 2: two flows of one wave fail: the error of the one declared first is reported, though the other failed first; a flow depending on them does not start") {
-  reference ref;
-  sources s;
-  fill(s);
-  memory_world w;
-  scenario sc;
-  sc.b_fails = true;
-  sc.a_fails = true;
+  abc_case t{true, true};
+  auto& [ref, s, w, sc] = t;
   {
     fl::Pipeline p{"abc", w.checkpoint, with_hook(sc)};
-    declare_abc(p, s, w, &sc);
-    std::string reported = "nothing";
-    try {
-      p.update();
-    } catch (const b_error&) {
-      reported = "b";
-    } catch (const a_error&) {
-      reported = "a";
-    }
-    CHECK(reported == "a");
-    CHECK_MESSAGE(!sc.gate_timed_out, "\"a\" and \"b\" did not run at the same time");
+    CHECK(t.failed_update(p) == "a");
     const fl::detail::checkpoint_log log(w.checkpoint);
     CHECK(!log.last_commit("a").has_value());
     CHECK(!log.last_commit("b").has_value());
@@ -189,7 +195,7 @@ TEST_CASE("R-EXACT-7, threads = 2: two flows of one wave fail: the error of the 
   sc.b_fails = false;
   sc.a_fails = false;
   fl::Pipeline p{"abc", w.checkpoint, with_hook(sc)};
-  declare_abc(p, s, w, &sc);
+  t.declare(p);
   p.update();
   check_same_tables(w, ref.w);
 }

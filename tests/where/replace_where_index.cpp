@@ -100,18 +100,9 @@ struct scan_only {
 /// A slice_indexed_source that forwards to a MemorySource and counts the
 /// index reads, so that the test knows both paths were taken.
 template <class Row>
-struct counting {
-  using row_type = Row;
-  const fl::MemorySource<Row>* s;
+struct counting : scan_only<Row> {
+  using scan_only<Row>::s;
   mutable std::uint64_t by_values = 0, by_window = 0, rows_located = 0;
-  std::uint64_t version() const { return s->version(); }
-  std::optional<std::vector<w::value>> changed_values(std::string_view c, std::uint64_t since) const {
-    return s->changed_values(c, since);
-  }
-  template <class F>
-  std::uint64_t scan(F&& f) const {
-    return s->scan(std::forward<F>(f));
-  }
   auto locate(std::string_view c, std::span<const w::value> v) const {
     ++by_values;
     return s->locate(c, v);

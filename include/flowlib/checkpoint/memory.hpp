@@ -32,6 +32,7 @@
 
 #include <flowlib/checkpoint/store.hpp>
 #include <flowlib/detail/checkpoint_record.hpp>
+#include <flowlib/detail/config.hpp>
 #include <flowlib/error.hpp>
 
 #include <algorithm>
@@ -62,96 +63,33 @@ class MemoryCheckpoint final : public checkpoint_store {
 
   /// @brief The record at `path`, verified; nullopt when there is none.
   /// Throws errc::checkpoint_corrupt (the stored bytes stay as they are).
-  std::optional<std::string> read(std::string_view path) const override {
-    detail::check_record_path(path, describe(), false);
-    std::lock_guard lock(mutex_);
-    const auto it = records_.find(path);
-    if (it == records_.end()) return std::nullopt;
-    const record& r = it->second;
-    if (r.written) return std::string(payload_of(r.framed));  // see the header comment
-    return std::string(detail::unframe(r.framed, detail::checkpoint_where(path, describe())));
-  }
+  FLOWLIB_DECL std::optional<std::string> read(std::string_view path) const override;
 
   /// @brief Stores `bytes` at `path`, replacing any record there. Throws
   /// errc::checkpoint_io when `path` collides with a folder or runs through
   /// a record (nothing is changed).
-  void write(std::string_view path, std::string_view bytes) override {
-    detail::check_record_path(path, describe(), false);
-    // Framed outside the lock; the checksum's 4 bytes are written by seal().
-    std::string framed;
-    framed.reserve(bytes.size() + detail::checkpoint_record_overhead);
-    framed.assign(detail::checkpoint_record_header, '\0');
-    framed.append(bytes);
-    detail::frame_header(framed);
-    framed.append(4, '\0');
-    std::lock_guard lock(mutex_);
-    check_placement(path);
-    store(path, record{std::move(framed), true, false});
-  }
+  FLOWLIB_DECL void write(std::string_view path, std::string_view bytes) override;
 
   /// @brief The names directly under `path` ("" is the root), sorted.
-  std::vector<std::string> list(std::string_view path) const override {
-    detail::check_record_path(path, describe(), true);
-    const std::string prefix = folder_prefix(path);
-    std::vector<std::string> names;
-    std::lock_guard lock(mutex_);
-    for (auto it = records_.lower_bound(prefix);
-         it != records_.end() && it->first.starts_with(prefix); ++it) {
-      const std::string_view rest = std::string_view(it->first).substr(prefix.size());
-      const std::string_view name = rest.substr(0, rest.find('/'));
-      // Keys are sorted, but a folder's name sorts by its records' keys
-      // ("a-b" < "a/c" while "a" < "a-b"): keep the list sorted by name.
-      if (names.empty() || names.back() != name) names.emplace_back(name);
-    }
-    return detail::listed_names(std::move(names));
-  }
+  FLOWLIB_DECL std::vector<std::string> list(std::string_view path) const override;
 
-  void remove(std::string_view path) override {
-    detail::check_record_path(path, describe(), true);
-    std::lock_guard lock(mutex_);
-    if (path.empty()) {
-      records_.clear();
-      bytes_ = 0;
-      return;
-    }
-    if (const auto it = records_.find(path); it != records_.end()) erase(it);
-    const std::string prefix = folder_prefix(path);
-    auto it = records_.lower_bound(prefix);
-    while (it != records_.end() && it->first.starts_with(prefix)) it = erase(it);
-  }
+  FLOWLIB_DECL void remove(std::string_view path) override;
 
   /// @brief For tools and tests: the framed bytes as stored at `path`
   /// (detail/checkpoint_record.hpp), unverified; nullopt when there are none.
-  std::optional<std::string> raw(std::string_view path) const {
-    std::lock_guard lock(mutex_);
-    const auto it = records_.find(path);
-    if (it == records_.end()) return std::nullopt;
-    seal(it->second);
-    return it->second.framed;
-  }
+  FLOWLIB_DECL std::optional<std::string> raw(std::string_view path) const;
 
   /// @brief For tools and tests: stores `bytes` at `path` as they are, as
   /// the framed bytes of a record (a later read() verifies them). The same
   /// path rules and collisions as write().
-  void put_raw(std::string_view path, std::string bytes) {
-    detail::check_record_path(path, describe(), false);
-    std::lock_guard lock(mutex_);
-    check_placement(path);
-    store(path, record{std::move(bytes), false, true});
-  }
+  FLOWLIB_DECL void put_raw(std::string_view path, std::string bytes);
 
   /// @brief How many records are stored.
-  std::size_t record_count() const {
-    std::lock_guard lock(mutex_);
-    return records_.size();
-  }
+  FLOWLIB_DECL std::size_t record_count() const;
 
   /// @brief The bytes stored: the framed records (payloads plus 20 bytes
   /// each), paths not counted.
-  std::size_t byte_size() const {
-    std::lock_guard lock(mutex_);
-    return bytes_;
-  }
+  FLOWLIB_DECL std::size_t byte_size() const;
 
  private:
   /// A stored record: its framed bytes, and whether write() framed them
@@ -170,55 +108,18 @@ class MemoryCheckpoint final : public checkpoint_store {
         detail::checkpoint_record_header, framed.size() - detail::checkpoint_record_overhead);
   }
   /// Writes a written record's checksum, once (under the lock).
-  static void seal(const record& r) {
-    if (r.sealed) return;
-    detail::frame_seal(r.framed);
-    r.sealed = true;
-  }
+  FLOWLIB_DECL static void seal(const record& r);
 
-  static std::string folder_prefix(std::string_view path) {
-    std::string p(path);
-    if (!p.empty()) p.push_back('/');
-    return p;
-  }
+  FLOWLIB_DECL static std::string folder_prefix(std::string_view path);
 
   /// The collisions a directory tree would refuse (see the header comment).
-  void check_placement(std::string_view path) const {
-    for (std::size_t slash = path.find('/'); slash != std::string_view::npos;
-         slash = path.find('/', slash + 1)) {
-      const std::string_view up = path.substr(0, slash);
-      if (records_.find(up) != records_.end()) {
-        io_failure(path, "'" + std::string(up) + "' is a record, not a folder");
-      }
-    }
-    const std::string prefix = folder_prefix(path);
-    const auto it = records_.lower_bound(prefix);
-    if (it != records_.end() && it->first.starts_with(prefix)) {
-      io_failure(path, "it is a folder of records");
-    }
-  }
+  FLOWLIB_DECL void check_placement(std::string_view path) const;
 
-  [[noreturn]] void io_failure(std::string_view path, const std::string& why) const {
-    throw error(errc::checkpoint_io, std::string(detail::checkpoint_error_owner), "", "",
-                describe() + ": cannot write record '" + std::string(path) + "': " + why +
-                    "; nothing was changed");
-  }
+  [[noreturn]] FLOWLIB_DECL void io_failure(std::string_view path, const std::string& why) const;
 
-  void store(std::string_view path, record r) {
-    const auto it = records_.find(path);
-    if (it == records_.end()) {
-      bytes_ += r.framed.size();
-      records_.emplace(std::string(path), std::move(r));
-    } else {
-      bytes_ = bytes_ - it->second.framed.size() + r.framed.size();
-      it->second = std::move(r);
-    }
-  }
+  FLOWLIB_DECL void store(std::string_view path, record r);
 
-  map_type::iterator erase(map_type::iterator it) {
-    bytes_ -= it->second.framed.size();
-    return records_.erase(it);
-  }
+  FLOWLIB_DECL map_type::iterator erase(map_type::iterator it);
 
   mutable std::mutex mutex_;
   map_type records_;
@@ -226,3 +127,7 @@ class MemoryCheckpoint final : public checkpoint_store {
 };
 
 }  // namespace flowlib
+
+#if !defined(FLOWLIB_SEPARATE_COMPILATION)
+#include <flowlib/checkpoint/impl/memory.ipp>
+#endif

@@ -84,25 +84,22 @@ struct by_name_source_column {
   static constexpr bool ok = in_target;
 };
 
-/// Every name in the drop list must be a Source column.
-template <class Source, fixed_string Dropped>
-struct by_name_dropped_column {
-  static constexpr bool in_source = schema_of<Source>::contains(Dropped.view());
-  static_assert(in_source,
-                "flowlib INSERT BY NAME: a dropped column name (the Dropped argument in the "
+/// The lists of a by-name mapping that name columns: the drop list names
+/// Source columns, the skip list Target columns.
+enum class by_name_list : unsigned char { dropped, skipped };
+
+/// Every name in a list must be a column of its row (Source for the drop
+/// list, Target for the skip list).
+template <class Row, fixed_string Name, by_name_list List>
+struct by_name_listed_column {
+  static constexpr bool ok = schema_of<Row>::contains(Name.view());
+  static_assert(ok || List != by_name_list::dropped,
+                "flowlib INSERT BY NAME: a dropped column name (the Name argument in the "
                 "instantiation context above) is not a column of the source row; check "
                 "the spelling against the source's FLOWLIB_SCHEMA.");
-  static constexpr bool ok = in_source;
-};
-
-/// Every name in the skip list must be a Target column.
-template <class Target, fixed_string Skipped>
-struct by_name_skipped_column {
-  static constexpr bool in_target = schema_of<Target>::contains(Skipped.view());
-  static_assert(in_target,
-                "flowlib by-name mapping: a skipped column name (the Skipped argument in the "
+  static_assert(ok || List != by_name_list::skipped,
+                "flowlib by-name mapping: a skipped column name (the Name argument in the "
                 "instantiation context above) is not a column of the target row.");
-  static constexpr bool ok = in_target;
 };
 
 enum class column_map_kind {
@@ -157,26 +154,21 @@ struct by_name_target_column {
 
   // Whether writing this column from `const Source&` (Copy) or `Source&&`
   // cannot throw.
-  static constexpr bool nothrow_copy = [] {
+  template <bool Copy>
+  static constexpr bool nothrow_write = [] {
     if constexpr (kind == column_map_kind::same) {
-      return std::is_nothrow_copy_assignable_v<target_value>;
+      return Copy ? std::is_nothrow_copy_assignable_v<target_value>
+                  : std::is_nothrow_move_assignable_v<target_value>;
     } else if constexpr (kind == column_map_kind::wrap) {
-      return std::is_nothrow_copy_constructible_v<source_value> &&
+      return (Copy ? std::is_nothrow_copy_constructible_v<source_value>
+                   : std::is_nothrow_move_constructible_v<source_value>) &&
              std::is_nothrow_move_assignable_v<target_value>;
     } else {
       return true;
     }
   }();
-  static constexpr bool nothrow_move = [] {
-    if constexpr (kind == column_map_kind::same) {
-      return std::is_nothrow_move_assignable_v<target_value>;
-    } else if constexpr (kind == column_map_kind::wrap) {
-      return std::is_nothrow_move_constructible_v<source_value> &&
-             std::is_nothrow_move_assignable_v<target_value>;
-    } else {
-      return true;
-    }
-  }();
+  static constexpr bool nothrow_copy = nothrow_write<true>;
+  static constexpr bool nothrow_move = nothrow_write<false>;
 
   /// Sets this column of `dst` to null if the Source lacks it (or drops
   /// it), and does nothing if it is skipped; by_name_checks::assign calls
@@ -201,11 +193,11 @@ struct by_name_checks<Source, Target, Dropped, Skipped, type_list<SC...>, type_l
   }
   template <fixed_string... D>
   static constexpr bool dropped_ok(name_list<D...>*) {
-    return (by_name_dropped_column<Source, D>::ok && ...);
+    return (by_name_listed_column<Source, D, by_name_list::dropped>::ok && ...);
   }
   template <fixed_string... K>
   static constexpr bool skipped_ok(name_list<K...>*) {
-    return (by_name_skipped_column<Target, K>::ok && ...);
+    return (by_name_listed_column<Target, K, by_name_list::skipped>::ok && ...);
   }
   static constexpr bool ok =
       dropped_ok(static_cast<Dropped*>(nullptr)) && skipped_ok(static_cast<Skipped*>(nullptr)) &&

@@ -18,6 +18,8 @@
 //   // streaming: crc32c(a + b) == crc32c_extend(crc32c(a), b)
 #pragma once
 
+#include <flowlib/detail/config.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -55,28 +57,13 @@ inline std::uint32_t crc32c_load_le32(const unsigned char* p) noexcept {
 
 /// @brief The CRC-32C of the bytes before `data` (whose CRC is `crc`; 0 for
 /// none) followed by `data`: crc32c(a + b) == crc32c_extend(crc32c(a), b).
-inline std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view data) noexcept {
-  const auto& t = crc32c_tables;
-  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
-  std::size_t n = data.size();
-  std::uint32_t c = ~crc;
-  while (n >= 8) {
-    const std::uint32_t lo = c ^ crc32c_load_le32(p);
-    const std::uint32_t hi = crc32c_load_le32(p + 4);
-    c = t[7][lo & 0xffu] ^ t[6][(lo >> 8) & 0xffu] ^ t[5][(lo >> 16) & 0xffu] ^ t[4][lo >> 24] ^
-        t[3][hi & 0xffu] ^ t[2][(hi >> 8) & 0xffu] ^ t[1][(hi >> 16) & 0xffu] ^ t[0][hi >> 24];
-    p += 8;
-    n -= 8;
-  }
-  while (n > 0) {
-    c = (c >> 8) ^ t[0][(c ^ *p) & 0xffu];
-    ++p;
-    --n;
-  }
-  return ~c;
-}
+FLOWLIB_DECL std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view data) noexcept;
 
 /// @brief The CRC-32C of `data`.
 inline std::uint32_t crc32c(std::string_view data) noexcept { return crc32c_extend(0, data); }
 
 }  // namespace flowlib::detail
+
+#if !defined(FLOWLIB_SEPARATE_COMPILATION)
+#include <flowlib/detail/impl/crc32.ipp>
+#endif

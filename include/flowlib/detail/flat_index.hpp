@@ -27,13 +27,13 @@
 #pragma once
 
 #include <flowlib/detail/prefetch.hpp>
+#include <flowlib/detail/slot_iterator.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -116,49 +116,14 @@ class flat_index {
 #endif
   static std::uint8_t h2_of(std::size_t h) noexcept { return static_cast<std::uint8_t>(h & 0x7f); }
 
-  template <bool Const>
-  class basic_iterator {
-    using map_ptr = std::conditional_t<Const, const flat_index*, flat_index*>;
-
-   public:
-    using iterator_category = std::forward_iterator_tag;
-    using value_type = flat_index::value_type;
-    using difference_type = std::ptrdiff_t;
-    using reference = std::conditional_t<Const, const value_type&, value_type&>;
-    using pointer = std::conditional_t<Const, const value_type*, value_type*>;
-
-    basic_iterator() = default;
-    basic_iterator(map_ptr m, std::size_t i) noexcept : m_(m), i_(i) {}
-    template <bool C = Const>
-      requires(!C)
-    operator basic_iterator<true>() const noexcept {  // NOLINT: implicit, as in std
-      return {m_, i_};
-    }
-
-    reference operator*() const noexcept { return m_->slots_[i_]; }
-    pointer operator->() const noexcept { return &m_->slots_[i_]; }
-    basic_iterator& operator++() noexcept {
-      i_ = m_->next_full(i_ + 1);
-      return *this;
-    }
-    basic_iterator operator++(int) noexcept {
-      basic_iterator t = *this;
-      ++*this;
-      return t;
-    }
-    friend bool operator==(const basic_iterator& a, const basic_iterator& b) noexcept {
-      return a.i_ == b.i_;
-    }
-
-   private:
-    friend class flat_index;
-    map_ptr m_ = nullptr;
-    std::size_t i_ = 0;
-  };
+  // The iteration protocol of slot_iterator.
+  template <class, class, bool>
+  friend class slot_iterator;
+  value_type& slot_value(std::size_t i) const noexcept { return slots_[i]; }
 
  public:
-  using iterator = basic_iterator<false>;
-  using const_iterator = basic_iterator<true>;
+  using iterator = slot_iterator<flat_index, value_type, false>;
+  using const_iterator = slot_iterator<flat_index, value_type, true>;
 
   explicit flat_index(std::size_t capacity_hint = 0, const Hash& h = Hash{}, const Eq& eq = Eq{})
       : hash_(h), eq_(eq) {
@@ -224,9 +189,9 @@ class flat_index {
   /// stay valid while it does not change.
   std::uint64_t generation() const noexcept { return generation_; }
 
-  iterator begin() noexcept { return {this, next_full(0)}; }
+  iterator begin() noexcept { return {this, next_occupied(0)}; }
   iterator end() noexcept { return {this, capacity_}; }
-  const_iterator begin() const noexcept { return {this, next_full(0)}; }
+  const_iterator begin() const noexcept { return {this, next_occupied(0)}; }
   const_iterator end() const noexcept { return {this, capacity_}; }
 
   /// The element whose key equals `k` (a key, or anything Hash and Eq take).
@@ -281,7 +246,7 @@ class flat_index {
 
   /// Removes the element. Other iterators stay valid (nothing moves).
   void erase(const_iterator it) noexcept {
-    const std::size_t i = it.i_;
+    const std::size_t i = it.slot();
     slots_[i].~value_type();
     --size_;
     // A group that has an empty byte stops every probe, so no key was
@@ -426,7 +391,7 @@ class flat_index {
     ++generation_;
   }
 
-  std::size_t next_full(std::size_t i) const noexcept {
+  std::size_t next_occupied(std::size_t i) const noexcept {
     while (i < capacity_ && !is_full(ctrl_[i])) ++i;
     return i;
   }

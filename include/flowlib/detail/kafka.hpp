@@ -52,6 +52,7 @@
 // A handle is used by one thread at a time.
 #pragma once
 
+#include <flowlib/detail/config.hpp>
 #include <flowlib/error.hpp>
 
 #include <librdkafka/rdkafka.h>
@@ -88,27 +89,13 @@ class kafka_error_note {
 
   /// Routes the error_cb of handles made from `conf` to this note, which
   /// must outlive them.
-  void install(rd_kafka_conf_t* conf) noexcept {
-    rd_kafka_conf_set_opaque(conf, this);
-    rd_kafka_conf_set_error_cb(conf, &kafka_error_note::on_error);
-  }
+  FLOWLIB_KAFKA_DECL void install(rd_kafka_conf_t* conf) noexcept;
   /// The last error's text ("" when none since the last clear()).
-  std::string last() const {
-    std::lock_guard lock(mutex_);
-    return last_;
-  }
-  void clear() {
-    std::lock_guard lock(mutex_);
-    last_.clear();
-  }
+  FLOWLIB_KAFKA_DECL std::string last() const;
+  FLOWLIB_KAFKA_DECL void clear();
 
  private:
-  static void on_error(rd_kafka_t*, int err, const char* reason, void* opaque) {
-    auto* self = static_cast<kafka_error_note*>(opaque);
-    if (!self) return;
-    std::lock_guard lock(self->mutex_);
-    self->last_ = reason && *reason ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
-  }
+  FLOWLIB_KAFKA_DECL static void on_error(rd_kafka_t*, int err, const char* reason, void* opaque);
   mutable std::mutex mutex_;
   std::string last_;
 };
@@ -126,41 +113,16 @@ struct kafka_context {
 
 /// Serves `rk`'s pending events without waiting (error_cb runs); a
 /// consumer's messages among them are dropped.
-inline void serve_kafka_events(rd_kafka_t* rk) noexcept {
-  if (rd_kafka_type(rk) == RD_KAFKA_CONSUMER) {
-    for (int i = 0; i < 1000; ++i) {
-      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 0);
-      if (!m) break;
-      rd_kafka_message_destroy(m);
-    }
-  } else {
-    rd_kafka_poll(rk, 0);
-  }
-}
+FLOWLIB_KAFKA_DECL void serve_kafka_events(rd_kafka_t* rk) noexcept;
 
 /// Throws flowlib::error(ctx.io) "<what>: <text>", with the note's last
 /// error when there is one.
-[[noreturn]] inline void kafka_fail(const kafka_context& ctx, std::string_view what,
-                                    std::string_view text) {
-  std::string detail(what);
-  detail += ": ";
-  detail += text;
-  if (ctx.note) {
-    if (const std::string last = ctx.note->last(); !last.empty() && last != text) {
-      detail += " (last client error: ";
-      detail += last;
-      detail += ")";
-    }
-  }
-  throw error(ctx.io, std::string(ctx.who), "", "", detail);
-}
+[[noreturn]] FLOWLIB_KAFKA_DECL void kafka_fail(const kafka_context& ctx, std::string_view what,
+                                                std::string_view text);
 
 /// kafka_fail, after serving rk's events when ctx.serve_events says so.
-[[noreturn]] inline void kafka_fail(rd_kafka_t* rk, const kafka_context& ctx, std::string_view what,
-                                    std::string_view text) {
-  if (ctx.note && ctx.serve_events) serve_kafka_events(rk);
-  kafka_fail(ctx, what, text);
-}
+[[noreturn]] FLOWLIB_KAFKA_DECL void kafka_fail(rd_kafka_t* rk, const kafka_context& ctx,
+                                                std::string_view what, std::string_view text);
 
 // --- Owning handles ------------------------------------------------------------
 
@@ -179,9 +141,7 @@ struct kafka_partitions_deleter {
 using kafka_partitions = std::unique_ptr<rd_kafka_topic_partition_list_t, kafka_partitions_deleter>;
 
 /// A new empty topic-partition list with room for `n` entries.
-inline kafka_partitions make_kafka_partitions(std::size_t n) {
-  return kafka_partitions(rd_kafka_topic_partition_list_new(static_cast<int>(std::max<std::size_t>(n, 1))));
-}
+FLOWLIB_KAFKA_DECL kafka_partitions make_kafka_partitions(std::size_t n);
 
 struct kafka_message_deleter {
   void operator()(rd_kafka_message_t* m) const noexcept { rd_kafka_message_destroy(m); }
@@ -213,12 +173,7 @@ class kafka_handle {
   rd_kafka_t* get() const noexcept { return rk_; }
   explicit operator bool() const noexcept { return rk_ != nullptr; }
   /// Closes (a consumer) and destroys the handle; empty afterwards.
-  void reset() noexcept {
-    if (!rk_) return;
-    if (consumer_) rd_kafka_consumer_close(rk_);
-    rd_kafka_destroy(rk_);
-    rk_ = nullptr;
-  }
+  FLOWLIB_KAFKA_DECL void reset() noexcept;
 
  private:
   rd_kafka_t* rk_ = nullptr;
@@ -230,32 +185,12 @@ class kafka_handle {
 /// A configuration with `props` set in order. A property librdkafka rejects
 /// (unknown name, bad value) throws flowlib::error(errc::invalid_argument)
 /// naming ctx.who, the property and librdkafka's reason.
-inline kafka_conf make_kafka_conf(const kafka_properties& props, const kafka_context& ctx) {
-  kafka_conf conf(rd_kafka_conf_new());
-  char err[512];
-  for (const auto& [name, value] : props) {
-    if (rd_kafka_conf_set(conf.get(), name.c_str(), value.c_str(), err, sizeof err) !=
-        RD_KAFKA_CONF_OK) {
-      std::string d = "librdkafka property '";
-      d += name;
-      d += "' = '";
-      d += value;
-      d += "' is not accepted: ";
-      d += err;
-      throw error(errc::invalid_argument, std::string(ctx.who), "", "", d);
-    }
-  }
-  return conf;
-}
+FLOWLIB_KAFKA_DECL kafka_conf make_kafka_conf(const kafka_properties& props,
+                                              const kafka_context& ctx);
 
 /// The settings read_offset_ranges needs of a consumer, which a user's
 /// configuration must not change (see the header comment).
-inline kafka_properties kafka_consumer_required() {
-  return {{"enable.auto.commit", "false"},
-          {"enable.auto.offset.store", "false"},
-          {"enable.partition.eof", "true"},
-          {"auto.offset.reset", "error"}};
-}
+FLOWLIB_KAFKA_DECL kafka_properties kafka_consumer_required();
 
 /// Defaults a user's configuration may override: group.id `group_id`;
 /// fetch.wait.max.ms 1 instead of 500: a reader asks only for records that
@@ -264,34 +199,16 @@ inline kafka_properties kafka_consumer_required() {
 /// that connection (a broker answers a connection's requests in order) by
 /// up to that wait (and a consumer fetches only while a read runs); socket.nagle.disable true, as Kafka's own clients do
 /// (small requests are not held back waiting for acknowledgements).
-inline kafka_properties kafka_consumer_defaults(std::string group_id) {
-  return {{"group.id", std::move(group_id)},
-          {"fetch.wait.max.ms", "1"},
-          {"socket.nagle.disable", "true"}};
-}
+FLOWLIB_KAFKA_DECL kafka_properties kafka_consumer_defaults(std::string group_id);
 
 /// kafka_consumer_defaults(group_id) followed by kafka_consumer_required().
-inline kafka_properties kafka_consumer_settings(std::string group_id) {
-  kafka_properties p = kafka_consumer_defaults(std::move(group_id));
-  for (auto& kv : kafka_consumer_required()) p.push_back(std::move(kv));
-  return p;
-}
+FLOWLIB_KAFKA_DECL kafka_properties kafka_consumer_settings(std::string group_id);
 
 /// A consumer (or producer) handle from `conf` (consumed either way).
 /// Throws flowlib::error(errc::invalid_argument) with librdkafka's reason
 /// when it refuses the configuration.
-inline kafka_handle make_kafka_handle(rd_kafka_type_t type, kafka_conf conf, const kafka_context& ctx) {
-  char err[512];
-  rd_kafka_t* rk = rd_kafka_new(type, conf.get(), err, sizeof err);
-  if (!rk) {
-    std::string d = "librdkafka refused the configuration: ";
-    d += err;
-    throw error(errc::invalid_argument, std::string(ctx.who), "", "", d);
-  }
-  (void)conf.release();  // owned by rk now
-  if (type == RD_KAFKA_CONSUMER) rd_kafka_poll_set_consumer(rk);
-  return kafka_handle(rk, type == RD_KAFKA_CONSUMER);
-}
+FLOWLIB_KAFKA_DECL kafka_handle make_kafka_handle(rd_kafka_type_t type, kafka_conf conf,
+                                                  const kafka_context& ctx);
 
 // --- Offset queries ----------------------------------------------------------------
 
@@ -309,81 +226,23 @@ inline int kafka_timeout_ms(std::chrono::milliseconds t) {
 /// The partition ids of `topic`, ascending, from the cluster's metadata.
 /// Throws ctx.io when the topic does not exist, has no partitions, or the
 /// cluster does not answer within `timeout`.
-inline std::vector<std::int32_t> topic_partition_ids(rd_kafka_t* rk, const std::string& topic,
-                                                     std::chrono::milliseconds timeout,
-                                                     const kafka_context& ctx) {
-  std::unique_ptr<rd_kafka_topic_t, decltype(&rd_kafka_topic_destroy)> t(
-      rd_kafka_topic_new(rk, topic.c_str(), nullptr), &rd_kafka_topic_destroy);
-  std::string what = "reading the partitions of topic '";
-  what += topic;
-  what += "'";
-  if (!t) kafka_fail(rk, ctx, what, rd_kafka_err2str(rd_kafka_last_error()));
-  const rd_kafka_metadata_t* md = nullptr;
-  const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t.get(), &md, kafka_timeout_ms(timeout));
-  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) kafka_fail(rk, ctx, what, rd_kafka_err2str(e));
-  std::unique_ptr<const rd_kafka_metadata_t, decltype(&rd_kafka_metadata_destroy)> guard(
-      md, &rd_kafka_metadata_destroy);
-  std::vector<std::int32_t> ids;
-  for (int i = 0; i < md->topic_cnt; ++i) {
-    const auto& mt = md->topics[i];
-    if (topic != mt.topic) continue;
-    if (mt.err != RD_KAFKA_RESP_ERR_NO_ERROR) kafka_fail(rk, ctx, what, rd_kafka_err2str(mt.err));
-    for (int j = 0; j < mt.partition_cnt; ++j) ids.push_back(mt.partitions[j].id);
-  }
-  if (ids.empty()) kafka_fail(rk, ctx, what, "the cluster reports no partitions for it");
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
+FLOWLIB_KAFKA_DECL std::vector<std::int32_t> topic_partition_ids(
+    rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout,
+    const kafka_context& ctx);
 
 /// The high watermark (`end` true) or low watermark (`end` false) of each
 /// of `partitions` of `topic`, in their order: one ListOffsets request per
 /// partition leader. Throws ctx.io on a broker error or a timeout.
-inline std::vector<std::int64_t> query_offsets(rd_kafka_t* rk, const std::string& topic,
-                                               std::span<const std::int32_t> partitions, bool end,
-                                               std::chrono::milliseconds timeout,
-                                               const kafka_context& ctx) {
-  std::vector<std::int64_t> out;
-  if (partitions.empty()) return out;
-  kafka_partitions list = make_kafka_partitions(partitions.size());
-  for (const std::int32_t p : partitions)
-    rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), p)->offset =
-        end ? RD_KAFKA_OFFSET_END : RD_KAFKA_OFFSET_BEGINNING;
-  std::string what = end ? "reading the high watermarks of topic '" : "reading the low watermarks of topic '";
-  what += topic;
-  what += "'";
-  const rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, list.get(), kafka_timeout_ms(timeout));
-  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) kafka_fail(rk, ctx, what, rd_kafka_err2str(e));
-  out.reserve(partitions.size());
-  for (int i = 0; i < list->cnt; ++i) {
-    const auto& el = list->elems[i];
-    if (el.err != RD_KAFKA_RESP_ERR_NO_ERROR || el.offset < 0) {
-      std::string w = what;
-      w += ", partition ";
-      w += std::to_string(el.partition);
-      kafka_fail(rk, ctx, w, el.err != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(el.err)
-                                                                   : "the broker returned no offset");
-    }
-    out.push_back(el.offset);
-  }
-  return out;
-}
+FLOWLIB_KAFKA_DECL std::vector<std::int64_t> query_offsets(
+    rd_kafka_t* rk, const std::string& topic, std::span<const std::int32_t> partitions, bool end,
+    std::chrono::milliseconds timeout, const kafka_context& ctx);
 
 /// One partition's watermarks (one request). Throws ctx.io on a broker
 /// error or a timeout.
-inline kafka_watermarks query_watermarks(rd_kafka_t* rk, const std::string& topic, std::int32_t partition,
-                                         std::chrono::milliseconds timeout, const kafka_context& ctx) {
-  kafka_watermarks w;
-  const rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, topic.c_str(), partition, &w.low,
-                                                                 &w.high, kafka_timeout_ms(timeout));
-  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    std::string what = "reading the watermarks of topic '";
-    what += topic;
-    what += "' partition ";
-    what += std::to_string(partition);
-    kafka_fail(rk, ctx, what, rd_kafka_err2str(e));
-  }
-  return w;
-}
+FLOWLIB_KAFKA_DECL kafka_watermarks query_watermarks(rd_kafka_t* rk, const std::string& topic,
+                                                     std::int32_t partition,
+                                                     std::chrono::milliseconds timeout,
+                                                     const kafka_context& ctx);
 
 // --- Exact offset ranges --------------------------------------------------------------
 
@@ -396,22 +255,46 @@ struct kafka_offset_range {
 
 /// Errors a consumer reports that waiting does not cure: the read fails at
 /// once instead of at its timeout.
-inline bool kafka_error_is_permanent(rd_kafka_resp_err_t e) noexcept {
-  switch (e) {
-    case RD_KAFKA_RESP_ERR__FATAL:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
-    case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION:
-    case RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE:
-      return true;
-    default:
-      return false;
-  }
-}
+FLOWLIB_KAFKA_DECL bool kafka_error_is_permanent(rd_kafka_resp_err_t e) noexcept;
+
+/// Where a read_offset_ranges() call stands in one partition.
+struct kafka_range_state {
+  kafka_offset_range range;
+  std::int64_t next = 0;       ///< first offset not yet handed over
+  std::int64_t end_seen = -1;  ///< the last partition EOF offset reported
+  bool done = false;
+};
+
+/// read_offset_ranges()'s start: the non-empty ranges by partition (each
+/// once; errc::invalid_argument when one appears twice), assigned to
+/// `consumer` at their `from` offsets after the events an earlier call left
+/// were dropped. Nothing is assigned when no range is non-empty (the result
+/// is empty then). Throws ctx.io when assign() fails. `what` names the read.
+FLOWLIB_KAFKA_DECL std::vector<kafka_range_state> kafka_assign_ranges(
+    rd_kafka_t* consumer, const std::string& topic, std::span<const kafka_offset_range> ranges,
+    const kafka_context& ctx, std::string_view what);
+
+/// Throws ctx.io: the ranges `parts` were not complete within `timeout`
+/// (where each open one stands, and the consumer's last error).
+[[noreturn]] FLOWLIB_KAFKA_DECL void kafka_ranges_timed_out(
+    const kafka_context& ctx, std::string_view what, std::chrono::milliseconds timeout,
+    std::span<const kafka_range_state> parts, const std::string& last_error);
+
+/// Throws for a fetch at `s.next` that the broker reported out of range:
+/// errc::source_data_lost when the partition's low watermark (asked within
+/// `left`, at least a second) is above it (retention removed the records),
+/// ctx.io otherwise (a broker that is wrong for a while).
+[[noreturn]] FLOWLIB_KAFKA_DECL void kafka_range_out_of_range(
+    rd_kafka_t* consumer, const std::string& topic, const kafka_range_state& s,
+    const rd_kafka_message_t& m, std::chrono::milliseconds left, const kafka_context& ctx,
+    std::string_view what);
+
+/// A consumer error event `m` during a read: kept in `last_error` (for the
+/// timeout's message); throws ctx.io at once on a fatal error or one that
+/// waiting does not cure (kafka_error_is_permanent).
+FLOWLIB_KAFKA_DECL void kafka_range_error(rd_kafka_t* consumer, const rd_kafka_message_t& m,
+                                          std::string& last_error, const kafka_context& ctx,
+                                          std::string_view what);
 
 /// Assigns `consumer` the partitions of `ranges` (each once) at their
 /// `from` offsets and calls f(kafka_message&&) for every record with
@@ -433,50 +316,19 @@ template <class F>
 void read_offset_ranges(rd_kafka_t* consumer, const std::string& topic,
                         std::span<const kafka_offset_range> ranges, std::chrono::milliseconds timeout,
                         const kafka_context& ctx, F&& f) {
-  struct state {
-    kafka_offset_range range;
-    std::int64_t next = 0;   // first offset not yet handed over
-    std::int64_t end_seen = -1;  // the last partition EOF offset reported
-    bool done = false;
-  };
-  std::vector<state> parts;
-  parts.reserve(ranges.size());
-  for (const auto& r : ranges)
-    if (r.from < r.to) parts.push_back({r, r.from, -1, false});
-  if (parts.empty()) return;
-  std::sort(parts.begin(), parts.end(),
-            [](const state& a, const state& b) { return a.range.partition < b.range.partition; });
-  for (std::size_t i = 1; i < parts.size(); ++i)
-    if (parts[i].range.partition == parts[i - 1].range.partition)
-    {
-      std::string d = "partition ";
-      d += std::to_string(parts[i].range.partition);
-      d += " appears twice in one read of topic '";
-      d += topic;
-      d += "'";
-      throw error(errc::invalid_argument, std::string(ctx.who), "", "", d);
-    }
-
-  kafka_partitions list = make_kafka_partitions(parts.size());
-  for (const auto& s : parts)
-    rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), s.range.partition)->offset = s.range.from;
   std::string what = "reading topic '";
   what += topic;
   what += "'";
-  // Events left from an earlier read (an error for a partition it had)
-  // must not count for this one.
-  while (kafka_message stale{rd_kafka_consumer_poll(consumer, 0)}) {
-  }
-  if (const rd_kafka_resp_err_t e = rd_kafka_assign(consumer, list.get()); e != RD_KAFKA_RESP_ERR_NO_ERROR)
-    kafka_fail(ctx, what + " (assigning its partitions)", rd_kafka_err2str(e));
+  std::vector<kafka_range_state> parts = kafka_assign_ranges(consumer, topic, ranges, ctx, what);
+  if (parts.empty()) return;
   struct unassign {
     rd_kafka_t* rk;
     ~unassign() { rd_kafka_assign(rk, nullptr); }
   } unassign_guard{consumer};
 
-  auto find = [&](std::int32_t partition) -> state* {
+  auto find = [&](std::int32_t partition) -> kafka_range_state* {
     auto it = std::lower_bound(parts.begin(), parts.end(), partition,
-                               [](const state& s, std::int32_t p) { return s.range.partition < p; });
+                               [](const kafka_range_state& s, std::int32_t p) { return s.range.partition < p; });
     return it != parts.end() && it->range.partition == partition ? &*it : nullptr;
   };
 
@@ -486,40 +338,11 @@ void read_offset_ranges(rd_kafka_t* consumer, const std::string& topic,
   while (open > 0) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      std::string d = "timed out after ";
-      d += std::to_string(timeout.count());
-      d += " ms with";
-      for (const auto& s : parts) {
-        if (s.done) continue;
-        d += " partition ";
-        d += std::to_string(s.range.partition);
-        d += " at offset ";
-        d += std::to_string(s.next);
-        d += " of [";
-        d += std::to_string(s.range.from);
-        d += ", ";
-        d += std::to_string(s.range.to);
-        d += ")";
-        if (s.end_seen >= 0) {
-          d += " (its end is offset ";
-          d += std::to_string(s.end_seen);
-          d += ")";
-        }
-        d += ";";
-      }
-      if (last_error.empty()) {
-        d += " the consumer reported no error";
-      } else {
-        d += " last error: ";
-        d += last_error;
-      }
-      kafka_fail(ctx, what, d);
-    }
+    if (left.count() <= 0) kafka_ranges_timed_out(ctx, what, timeout, parts, last_error);
     kafka_message m(rd_kafka_consumer_poll(consumer, kafka_timeout_ms(std::min(left, std::chrono::milliseconds(200)))));
     if (!m) continue;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      if (state* s = find(m->partition); s && !s->done) {
+      if (kafka_range_state* s = find(m->partition); s && !s->done) {
         s->end_seen = m->offset;
         if (m->offset >= s->range.to) {
           s->done = true;
@@ -532,49 +355,15 @@ void read_offset_ranges(rd_kafka_t* consumer, const std::string& topic,
       // The broker has no record at the fetch offset: retention removed it
       // (data lost), or the broker is wrong for a while (a leader change):
       // the watermarks tell which.
-      state* s = find(m->partition);
+      const kafka_range_state* s = find(m->partition);
       if (!s || s->done) continue;
-      const std::int32_t p = s->range.partition;
-      const std::int64_t from = s->next;
-      std::string d = "topic '";
-      d += topic;
-      d += "' partition ";
-      d += std::to_string(p);
-      kafka_context quiet = ctx;  // partitions are assigned: serving would drop records
-      quiet.serve_events = false;
-      const kafka_watermarks w =
-          query_watermarks(consumer, topic, p, std::max(left, std::chrono::milliseconds(1000)), quiet);
-      if (w.low > from) {
-        d += ": the records from offset ";
-        d += std::to_string(from);
-        d += " to ";
-        d += std::to_string(w.low - 1);
-        d += " are no longer in the topic (its first offset is ";
-        d += std::to_string(w.low);
-        d += ": retention removed them)";
-        throw error(errc::source_data_lost, std::string(ctx.who), "", "", d);
-      }
-      d += ": the broker reported offset ";
-      d += std::to_string(from);
-      d += " out of range although the partition holds offsets [";
-      d += std::to_string(w.low);
-      d += ", ";
-      d += std::to_string(w.high);
-      d += ") (";
-      d += rd_kafka_message_errstr(m.get());
-      d += "); reading it again may succeed";
-      kafka_fail(ctx, what, d);
+      kafka_range_out_of_range(consumer, topic, *s, *m, left, ctx, what);
     }
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      last_error = rd_kafka_message_errstr(m.get());
-      char fatal[512];
-      if (const rd_kafka_resp_err_t fe = rd_kafka_fatal_error(consumer, fatal, sizeof fatal);
-          fe != RD_KAFKA_RESP_ERR_NO_ERROR)
-        kafka_fail(ctx, what, std::string("fatal error: ") + fatal);
-      if (kafka_error_is_permanent(m->err)) kafka_fail(ctx, what, last_error);
+      kafka_range_error(consumer, *m, last_error, ctx, what);
       continue;
     }
-    state* s = find(m->partition);
+    kafka_range_state* s = find(m->partition);
     if (!s || s->done || m->offset < s->next) continue;  // not asked for, or a refetch
     if (m->offset >= s->range.to) {
       s->done = true;
@@ -592,3 +381,7 @@ void read_offset_ranges(rd_kafka_t* consumer, const std::string& topic,
 }
 
 }  // namespace flowlib::detail
+
+#if !defined(FLOWLIB_KAFKA_SEPARATE_COMPILATION)
+#include <flowlib/detail/impl/kafka.ipp>
+#endif

@@ -19,6 +19,8 @@
 // each task a sizeable piece of work (a shard, a flow). Internal.
 #pragma once
 
+#include <flowlib/detail/config.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -36,21 +38,10 @@ class task_pool {
  public:
   /// A pool in which `threads` threads (at least 1, the caller included)
   /// take part in each run().
-  explicit task_pool(std::size_t threads) {
-    const std::size_t workers = threads > 1 ? threads - 1 : 0;
-    workers_.reserve(workers);
-    for (std::size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });
-  }
+  FLOWLIB_DECL explicit task_pool(std::size_t threads);
   task_pool(const task_pool&) = delete;
   task_pool& operator=(const task_pool&) = delete;
-  ~task_pool() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+  FLOWLIB_DECL ~task_pool();
 
   /// Threads that take part in a run(), the caller included.
   std::size_t size() const noexcept { return workers_.size() + 1; }
@@ -116,49 +107,9 @@ class task_pool {
   }
 
   // Claims and runs tasks of `j` until none is left.
-  void drain(job& j) {
-    std::size_t done = 0;
-    std::exception_ptr error;
-    std::size_t error_index = 0;
-    for (std::size_t i; (i = j.next.fetch_add(1, std::memory_order_relaxed)) < j.n;) {
-      try {
-        j.task(i);
-      } catch (...) {
-        if (!error || i < error_index) {
-          error = std::current_exception();
-          error_index = i;
-        }
-      }
-      ++done;
-    }
-    std::lock_guard lock(mutex_);
-    j.finished += done;
-    if (error && (!j.error || error_index < j.error_index)) {
-      j.error = error;
-      j.error_index = error_index;
-    }
-  }
+  FLOWLIB_DECL void drain(job& j);
 
-  void work() {
-    std::uint64_t seen = 0;
-    for (;;) {
-      job* j = nullptr;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || (job_ != nullptr && generation_ != seen); });
-        if (stopping_) return;
-        seen = generation_;
-        j = job_;
-        ++j->inside;
-      }
-      drain(*j);
-      {
-        std::lock_guard lock(mutex_);
-        --j->inside;
-      }
-      done_.notify_all();
-    }
-  }
+  FLOWLIB_DECL void work();
 
   std::atomic<bool> busy_{false};  // a run() uses the workers
   std::mutex mutex_;
@@ -172,9 +123,10 @@ class task_pool {
 
 /// The threads a pool should have by default: the machine's cores (at
 /// least 1).
-inline std::size_t default_threads() noexcept {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
-}
+FLOWLIB_DECL std::size_t default_threads() noexcept;
 
 }  // namespace flowlib::detail
+
+#if !defined(FLOWLIB_SEPARATE_COMPILATION)
+#include <flowlib/detail/impl/task_pool.ipp>
+#endif

@@ -49,6 +49,7 @@
 // store with prepared assigns (parallel_assign_row_store: the memory store,
 // SqliteStorage, FileStorage); other stores, smaller batches and tables
 // with expectations of their own take the serial path. apply() is serial.
+// The sharded path is flows/using/detail/sharded.hpp.
 //
 // The flow object holds the target's index: apply it to one table for its
 // whole life (R-USING-9 is enforced: the table accepts no other flow).
@@ -74,6 +75,7 @@
 #include <flowlib/detail/task_pool.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/flows/contract.hpp>
+#include <flowlib/flows/using/detail/sharded.hpp>
 #include <flowlib/expect.hpp>
 #include <flowlib/stats.hpp>
 #include <flowlib/storage/row_store.hpp>
@@ -142,8 +144,12 @@ class ReplaceUsing {
                          const batch_info& info) {
     BatchStats stats;
     if constexpr (parallel_assign_row_store<std::remove_cvref_t<decltype(target.store())>>) {
-      stats = shardable(target, rows, info) ? apply_sharded(target, rows, checks, *info.pool)
-                                            : apply(target, rows, checks);
+      if (shardable(target, rows, info)) {
+        if (!sharded_) sharded_ = std::make_unique<detail::using_sharded<ReplaceUsing>>();
+        stats = sharded_->apply(*this, target, rows, checks, *info.pool);
+      } else {
+        stats = apply(target, rows, checks);
+      }
     } else {
       stats = apply(target, rows, checks);
     }
@@ -597,328 +603,15 @@ class ReplaceUsing {
   }
 
   // --- A batch spread over threads (apply_batch with a pool) -----------------
-  //
-  // Key-sharded: shard s holds the keys whose hash's top bits (above those
-  // the hash tables use for slots and control bytes) fall in its share. The
-  // phases, each a pool.run() over the shards (or over chunks of the batch)
-  // with serial steps between:
-  //   1. expectations, in row order, on the calling thread (only when the
-  //      flow has any: the first offending row decides, as in stage());
-  //   2. per chunk of the batch: the rows' hashes, their shards, and the
-  //      first null sequence (R-USING-7; the lowest one is thrown);
-  //   3. per shard: its rows grouped (R-USING-1) into its own scratch, in
-  //      batch order, the survivors copied;
-  //   4. the index reserved for every group (serially: no rehash follows),
-  //      then per shard: its groups probed (read-only) and classified;
-  //   5. the store reserved for the inserts, and the shards' groups that
-  //      insert or erase rows (new keys, equal sequences, a replace with
-  //      another row count), in the order of one scratch (by `first`),
-  //      committed on the calling thread, so every row id is the one the
-  //      serial commit gives; under a journal, the one-for-one replaces are
-  //      recorded here too (prepare_assign), in that same order;
-  //   6. per shard: the replaces that keep the key's row count (assigns
-  //      only, no id changes hands) and the late groups.
-  // Phases 1-4 may throw and change nothing in the target; 5 and 6 cannot.
+  // The phases are in flows/using/detail/sharded.hpp, whose using_sharded
+  // works on this flow's index, row chains and per-group steps.
+
+  friend class detail::using_sharded<ReplaceUsing>;
 
   template <class Table, class Rows>
   static bool shardable(Table& target, const Rows& rows, const batch_info& info) {
     return info.pool != nullptr && info.pool->size() >= 2 && rows.size() >= sharded_min_rows &&
            rows.size() < std::size_t{detail::npos} && target.table_expectation_sets().empty();
-  }
-
-  // What phase 4 decides for a group, and so which phase commits it.
-  enum class group_kind : unsigned char { late, assigns, serial };
-
-  struct shard {
-    explicit shard(const K& k) : sc(k) {}
-    scratch_type sc;
-    std::vector<hit> hits;              // per group
-    std::vector<group_kind> kinds;      // per group
-    std::vector<std::uint32_t> visit;   // groups phase 5 commits or records, in group order
-    std::vector<key_type> new_keys;     // copies of the new groups' keys, in group order
-    std::vector<std::size_t> tickets;   // per candidate: its prepared assign (under a journal)
-    std::size_t inserts = 0;            // store inserts of its serial groups
-    std::size_t assigns = 0;            // rows its assign groups overwrite
-    std::size_t new_key_next = 0;
-    BatchStats stats;                   // of phase 6
-  };
-  struct shard_set {
-    std::vector<std::unique_ptr<shard>> shards;
-    std::vector<std::vector<std::uint32_t>> lists;  // [chunk * shards + shard]: the chunk's rows of it
-    std::vector<std::size_t> null_at;               // per chunk: its first null sequence, or npos
-    std::vector<std::size_t> hashes;                // per row
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> heap;   // merging: (first, shard)
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> order;  // phase 5: (shard, group)
-    std::vector<std::size_t> cursor;                // per shard, merging
-    std::vector<unsigned char> done;                // per shard, phase 6
-  };
-
-  // The shard of a key hash: its top 24 bits, scaled (absl's tables use
-  // the low 7 bits for control bytes and the bits from 7 up for slots).
-  static std::size_t shard_of(std::size_t hash, std::size_t shards) noexcept {
-    return static_cast<std::size_t>(((static_cast<std::uint64_t>(hash) >> 40) * shards) >> 24);
-  }
-
-  template <class Table, class... P>
-  BatchStats apply_sharded(Table& target, std::vector<row_type>& rows, const Expectations<P...>& checks,
-                           detail::task_pool& pool) {
-    check_target<Table>();
-    begin_apply(target);
-    using store_type = std::remove_cvref_t<decltype(target.store())>;
-    store_type& store = target.store();
-    const std::size_t n = rows.size();
-    const std::size_t ns = pool.size();
-    if (!sharded_) sharded_ = std::make_unique<shard_set>();
-    shard_set& set = *sharded_;
-    while (set.shards.size() < ns) set.shards.push_back(std::make_unique<shard>(key_));
-    if (set.lists.size() < ns * ns) set.lists.resize(ns * ns);
-    set.null_at.assign(ns, detail::npos);
-    set.hashes.resize(n);
-    set.done.assign(ns, 0);
-    set.cursor.assign(ns, 0);
-
-    // 1. Expectations (R-USING-8), in row order.
-    BatchStats stats;
-    const unsigned char* keep = nullptr;
-    if constexpr (sizeof...(P) > 0) {
-      detail::admit_sequenced<K, S, P...> admit{checks, key_, seq_, name_,
-                                                detail::null_sequence_rule::using7};
-      keep_.resize(n);
-      for (std::size_t i = 0; i < n; ++i) keep_[i] = admit(rows[i]).has_value() ? 1 : 0;
-      admit.finish(stats);
-      keep = keep_.data();
-    } else {
-      (void)checks;
-      stats.input_rows = n;
-    }
-
-    // 2. Hashes and shards, by chunk; the first null sequence.
-    pool.run(ns, [&](std::size_t c) {
-      std::vector<std::uint32_t>* lists = &set.lists[c * ns];
-      for (std::size_t s = 0; s < ns; ++s) lists[s].clear();
-      const std::size_t lo = n * c / ns, hi = n * (c + 1) / ns;
-      for (std::size_t i = lo; i < hi; ++i) {
-        if (keep != nullptr && keep[i] == 0) continue;
-        const row_type& r = rows[i];
-        if constexpr (sizeof...(P) == 0) {  // (admit() checked them above otherwise)
-          if (!seq_(r)) [[unlikely]] {
-            set.null_at[c] = i;
-            return;
-          }
-        }
-        const std::size_t h = traits::hash(key_, r);
-        set.hashes[i] = h;
-        lists[shard_of(h, ns)].push_back(static_cast<std::uint32_t>(i));
-      }
-    });
-    for (std::size_t c = 0; c < ns; ++c) {
-      if (set.null_at[c] != detail::npos) {  // the lowest chunk holds the first one
-        const row_type& r = rows[set.null_at[c]];
-        detail::throw_null_sequence(name_, seq_.name(), key_.describe(r),
-                                    detail::null_sequence_rule::using7);
-      }
-    }
-
-    // 3. Each shard groups its rows (R-USING-1), in batch order.
-    pool.run(ns, [&](std::size_t s) {
-      scratch_type& sc = set.shards[s]->sc;
-      std::size_t mine = 0;
-      for (std::size_t c = 0; c < ns; ++c) mine += set.lists[c * ns + s].size();
-      sc.reset(mine);
-      const bool lookahead = sc.index_is_large();
-      for (std::size_t c = 0; c < ns; ++c) {
-        const std::vector<std::uint32_t>& list = set.lists[c * ns + s];
-        const std::size_t m = list.size();
-        for (std::size_t j = 0; j < m; ++j) {
-          if (lookahead && j + stage_prefetch_distance < m) {
-            const std::uint32_t a = list[j + stage_prefetch_distance];
-            sc.index.prefetch(probe{&rows[a], set.hashes[a]});
-          }
-          const std::uint32_t i = list[j];
-          const row_type& r = rows[i];
-          group_row(sc, r, std::move(*seq_(r)), set.hashes[i], i);
-        }
-      }
-      sc.count_candidates();
-      sc.keep_candidates();
-    });
-    std::size_t groups = 0, candidates = 0;
-    for (std::size_t s = 0; s < ns; ++s) {
-      groups += set.shards[s]->sc.groups.size();
-      candidates += set.shards[s]->sc.candidates;
-    }
-    stats.superseded_rows = stats.input_rows - stats.dropped_rows - candidates;
-
-    // 4. The index reserved for the worst case (no rehash from here on, so
-    // entry pointers stay valid), then each shard probes it read-only.
-    index_.reserve(index_.size() + groups);
-    bool journaling = false;
-    if constexpr (requires { store.journaling(); }) journaling = store.journaling();
-    pool.run(ns, [&](std::size_t s) { probe_shard(*set.shards[s], journaling); });
-    std::size_t inserts = 0, assigns = 0, visits = 0;
-    for (std::size_t s = 0; s < ns; ++s) {
-      inserts += set.shards[s]->inserts;
-      assigns += set.shards[s]->assigns;
-      visits += set.shards[s]->visit.size();
-    }
-
-    // 5. Reserve, merge the shards' groups back into batch order, claim.
-    store.reserve(inserts);
-    if (next_.size() < store.id_bound() + inserts) next_.resize(store.id_bound() + inserts, detail::npos);
-    if (journaling) store.prepare_assigns(assigns);
-    merge_visits(set, visits);
-    binding_.claim(target, kind, name_, /*exclusive=*/true);
-    // From here on nothing can fail.
-    for (const auto& [s, g] : set.order) {
-      shard& sh = *set.shards[s];
-      auto& grp = sh.sc.groups[g];
-      if (sh.kinds[g] == group_kind::assigns) {  // (under a journal) record, in commit order
-        row_id old = sh.hits[g].head;
-        for (std::uint32_t c = grp.head; c != detail::npos; c = sh.sc.next[c]) {
-          sh.tickets[c] = store.prepare_assign(old);
-          old = next_[old];
-        }
-      } else {
-        entry* e = sh.hits[g].e;
-        commit_group(store, sh.sc, grp, e, e == nullptr ? &sh.new_keys[sh.new_key_next++] : nullptr, stats);
-      }
-    }
-
-    // 6. The replaces that keep their row count, by shard.
-    const auto assign_shard = [&](std::size_t s) noexcept {
-      commit_assigns(store, *set.shards[s], journaling);
-      set.done[s] = 1;
-    };
-    try {
-      pool.run(ns, assign_shard);
-    } catch (...) {  // the pool failed to start (tasks cannot throw): finish here
-      for (std::size_t s = 0; s < ns; ++s) {
-        if (set.done[s] == 0) assign_shard(s);
-      }
-    }
-    store.finish_assigns();
-    for (std::size_t s = 0; s < ns; ++s) {
-      const BatchStats& t = set.shards[s]->stats;
-      stats.applied_rows += t.applied_rows;
-      stats.replaced_rows += t.replaced_rows;
-      stats.ignored_late_rows += t.ignored_late_rows;
-    }
-    return stats;
-  }
-
-  // Phase 4 for one shard: finds every group's entry and sorts the groups
-  // into the phases that commit them (see group_kind).
-  void probe_shard(shard& sh, bool journaling) {
-    scratch_type& sc = sh.sc;
-    const std::size_t n = sc.groups.size();
-    sh.hits.resize(n);
-    sh.kinds.resize(n);
-    sh.visit.clear();
-    sh.new_keys.clear();
-    if (journaling && sh.tickets.size() < sc.used) sh.tickets.resize(sc.used);
-    sh.inserts = 0;
-    sh.assigns = 0;
-    sh.new_key_next = 0;
-    sh.stats = BatchStats{};
-    sh.visit.reserve(n);
-    for (std::size_t g = 0; g < n; ++g) {
-      if (g + probe_prefetch_distance < n) {
-        const auto& ahead = sc.groups[g + probe_prefetch_distance];
-        index_.prefetch(probe{&sc.row(ahead.head), ahead.hash});
-      }
-      const auto& grp = sc.groups[g];
-      const auto it = index_.find(probe{&sc.row(grp.head), grp.hash});
-      group_kind k = group_kind::serial;
-      if (it == index_.end()) {
-        sh.hits[g] = {nullptr, detail::npos};
-        sh.new_keys.push_back(key_(sc.row(grp.head)));
-        sh.inserts += grp.count;
-      } else {
-        entry& e = it->second;
-        sh.hits[g] = {&e, e.head};
-        if (e.seq < grp.seq) {
-          if (grp.count == e.count) {
-            k = group_kind::assigns;
-            sh.assigns += e.count;
-          } else {
-            sh.inserts += grp.count > e.count ? grp.count - e.count : 0;
-          }
-        } else if (grp.seq < e.seq) {
-          k = group_kind::late;
-        } else {
-          sh.inserts += grp.count;
-        }
-      }
-      sh.kinds[g] = k;
-      if (k == group_kind::serial || (k == group_kind::assigns && journaling)) {
-        sh.visit.push_back(static_cast<std::uint32_t>(g));
-      }
-    }
-  }
-
-  // Phase 5's order: the shards' visited groups merged by their first row's
-  // batch position (each shard's are in that order already), which is the
-  // order of the groups of one scratch.
-  static void merge_visits(shard_set& set, std::size_t visits) {
-    const std::size_t ns = set.cursor.size();
-    auto& heap = set.heap;
-    auto& out = set.order;
-    out.clear();
-    out.reserve(visits);
-    heap.clear();
-    heap.reserve(ns);
-    const auto first_of = [&](std::size_t s) {
-      const shard& sh = *set.shards[s];
-      return sh.sc.groups[sh.visit[set.cursor[s]]].first;
-    };
-    const auto later = [](const auto& a, const auto& b) { return a.first > b.first; };
-    for (std::size_t s = 0; s < ns; ++s) {
-      if (!set.shards[s]->visit.empty()) heap.push_back({first_of(s), static_cast<std::uint32_t>(s)});
-    }
-    std::make_heap(heap.begin(), heap.end(), later);
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), later);
-      const std::uint32_t s = heap.back().second;
-      heap.pop_back();
-      const shard& sh = *set.shards[s];
-      out.push_back({s, sh.visit[set.cursor[s]]});  // capacity reserved
-      if (++set.cursor[s] < sh.visit.size()) {
-        heap.push_back({first_of(s), s});
-        std::push_heap(heap.begin(), heap.end(), later);
-      }
-    }
-  }
-
-  // Phase 6 for one shard: its replaces that keep the key's row count are
-  // assigns over the key's rows, which no other shard touches; the late
-  // groups are counted.
-  template <class Store>
-  void commit_assigns(Store& store, shard& sh, bool journaling) noexcept {
-    scratch_type& sc = sh.sc;
-    const std::size_t n = sc.groups.size();
-    for (std::size_t g = 0; g < n; ++g) {
-      if (g + commit_prefetch_distance < n && sh.kinds[g + commit_prefetch_distance] == group_kind::assigns) {
-        const hit& ahead = sh.hits[g + commit_prefetch_distance];
-        detail::prefetch<detail::access::write>(ahead.e);
-        detail::prefetch_row(store, ahead.head);
-      }
-      auto& grp = sc.groups[g];
-      if (sh.kinds[g] == group_kind::late) {
-        sh.stats.ignored_late_rows += grp.count;
-        continue;
-      }
-      if (sh.kinds[g] != group_kind::assigns) continue;
-      entry* e = sh.hits[g].e;
-      sh.stats.replaced_rows += e->count;
-      sh.stats.applied_rows += grp.count;
-      row_id old = e->head;
-      for (std::uint32_t c = grp.head; c != detail::npos; c = sc.next[c]) {
-        store.assign_prepared(journaling ? sh.tickets[c] : detail::no_assign_ticket, old,
-                              std::move(sc.row(c)));
-        old = next_[old];
-      }
-      e->seq = std::move(grp.seq);
-    }
   }
 
   std::string name_;
@@ -933,7 +626,8 @@ class ReplaceUsing {
   std::vector<row_type> checked_rows_;  // apply_with_table_expectations: the checked batch
   std::vector<unsigned char> keep_;     // ... and which of its rows the table keeps (or the flow's
                                         // expectations, in a sharded batch)
-  std::unique_ptr<shard_set> sharded_;  // apply_sharded(): the shards' scratch, kept across batches
+  // A batch spread over threads: the shards' scratch, kept across batches.
+  std::unique_ptr<detail::using_sharded<ReplaceUsing>> sharded_;
   // A full refresh reset the state since the last write_checkpoint(), which
   // clears it (a checkpoint write is const to its callers).
   mutable bool reset_pending_ = false;

@@ -18,6 +18,7 @@
 // tables. Every failed declaration leaves the catalog as it was.
 #pragma once
 
+#include <flowlib/detail/config.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/table.hpp>
 
@@ -44,19 +45,7 @@ class Catalog {
   /// CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE when a managed table
   /// would take a streaming table's name (drop the streaming table first),
   /// with TABLE_ALREADY_EXISTS otherwise.
-  void declare_table(std::string name, table_kind kind) {
-    if (auto it = tables_.find(name); it != tables_.end()) {
-      if (it->second.kind == table_kind::streaming && kind == table_kind::managed) {
-        throw error(errc::invalid_target, name, "", "",
-                    "CANNOT_SWITCH_STREAMING_TABLE_TO_MANAGED_TABLE: '" + name +
-                        "' is a streaming table; drop it before declaring a managed table "
-                        "of that name (R-TABLE-1)");
-      }
-      throw error(errc::invalid_target, name, "", "",
-                  "TABLE_ALREADY_EXISTS: a table named '" + name + "' is already declared");
-    }
-    tables_.emplace(std::move(name), entry{kind, {}});
-  }
+  FLOWLIB_DECL void declare_table(std::string name, table_kind kind);
 
   /// Declares `table`, under its name and with its kind (see declare_table).
   template <class Table>
@@ -73,52 +62,19 @@ class Catalog {
   /// MANAGED_TABLE_DOES_NOT_SUPPORT_CDC for an exclusive flow into a managed
   /// table (R-TABLE-1); when the table is not declared; when a flow of that
   /// name already writes it.
-  void declare_flow(std::string_view table, std::string_view flow_kind, std::string flow_name,
-                    bool exclusive) {
-    auto it = tables_.find(table);
-    if (it == tables_.end()) {
-      throw error(errc::invalid_target, flow_name, "", "",
-                  "TABLE_OR_VIEW_NOT_FOUND: no table named '" + std::string(table) +
-                      "' is declared");
-    }
-    if (it->second.kind == table_kind::managed && exclusive) {
-      throw error(errc::invalid_target, flow_name, "", "",
-                  "MANAGED_TABLE_DOES_NOT_SUPPORT_CDC: managed table '" + std::string(table) +
-                      "' accepts only append flows (INSERT BY NAME), not a " +
-                      std::string(flow_kind) +
-                      " flow; declare the table as a streaming table (R-TABLE-1)");
-    }
-    for (const auto& f : it->second.flows) {
-      if (f.second == flow_name) {
-        throw error(errc::invalid_target, flow_name, "", "",
-                    "a flow of this name already writes table '" + std::string(table) + "'");
-      }
-    }
-    it->second.flows.emplace_back(std::string(flow_kind), std::move(flow_name));
-  }
+  FLOWLIB_DECL void declare_flow(std::string_view table, std::string_view flow_kind,
+                                 std::string flow_name, bool exclusive);
 
   /// Removes a table (and its flows' declarations). Returns false when no
   /// such table is declared.
-  bool drop(std::string_view name) {
-    auto it = tables_.find(name);
-    if (it == tables_.end()) return false;
-    tables_.erase(it);
-    return true;
-  }
+  FLOWLIB_DECL bool drop(std::string_view name);
 
   bool contains(std::string_view name) const { return tables_.find(name) != tables_.end(); }
   /// The kind of table `name`, if declared.
-  std::optional<table_kind> kind_of(std::string_view name) const {
-    auto it = tables_.find(name);
-    if (it == tables_.end()) return std::nullopt;
-    return it->second.kind;
-  }
+  FLOWLIB_DECL std::optional<table_kind> kind_of(std::string_view name) const;
   /// The flows declared on table `name`, as (kind, flow name) pairs.
-  std::vector<std::pair<std::string, std::string>> flows_of(std::string_view name) const {
-    auto it = tables_.find(name);
-    if (it == tables_.end()) return {};
-    return it->second.flows;
-  }
+  FLOWLIB_DECL std::vector<std::pair<std::string, std::string>> flows_of(
+      std::string_view name) const;
   std::size_t size() const noexcept { return tables_.size(); }
 
  private:
@@ -130,3 +86,7 @@ class Catalog {
 };
 
 }  // namespace flowlib
+
+#if !defined(FLOWLIB_SEPARATE_COMPILATION)
+#include <flowlib/runtime/impl/catalog.ipp>
+#endif

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
+#include <flowlib/detail/config.hpp>
 #include <flowlib/detail/row_codec.hpp>
 #include <flowlib/runtime/checkpoint_log.hpp>
 #include <flowlib/storage/file.hpp>
@@ -47,11 +48,8 @@ namespace flowlib {
 namespace detail {
 
 /// Whether batch `batch` of flow `flow` is committed in `store`.
-inline bool export_committed(const checkpoint_store& store, std::string_view flow, std::uint64_t batch) {
-  checkpoint_log log(const_cast<checkpoint_store&>(store));  // read only: last_commit() reads
-  const auto last = log.last_commit(flow);
-  return last && last->batch >= batch;
-}
+FLOWLIB_DECL bool export_committed(const checkpoint_store& store, std::string_view flow,
+                                   std::uint64_t batch);
 
 /// Appends one CSV field for value `v`.
 template <class T>
@@ -135,3 +133,7 @@ void export_table_csv(const checkpoint_store& checkpoint, std::string_view table
 }
 
 }  // namespace flowlib
+
+#if !defined(FLOWLIB_SEPARATE_COMPILATION)
+#include <flowlib/runtime/impl/export.ipp>
+#endif

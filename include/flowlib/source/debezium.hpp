@@ -36,7 +36,7 @@
 //     it); a column of a system_clock time point takes the milliseconds
 //     converted to its unit;
 //   - the row's columns are read by name with detail::json_to_row's rules
-//     (detail/json_row.hpp): Debezium's dates (io.debezium.time.Date) are
+//     (source/detail/json_row.hpp): Debezium's dates (io.debezium.time.Date) are
 //     integer days, its Timestamp / MicroTimestamp / NanoTimestamp integer
 //     counts of ms / us / ns (declare the column as a time point of that
 //     unit), ZonedTimestamp an ISO 8601 string. The op and sequence columns
@@ -78,16 +78,16 @@
 // without decoding them.
 #pragma once
 
-#include <flowlib/detail/json_row.hpp>
+#include <flowlib/detail/config.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/source/detail/json_row.hpp>
 
 #include <simdjson.h>
 
 #include <chrono>
 #include <concepts>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -128,6 +128,51 @@ class optional_row : public std::optional<T> {
   }
   std::size_t size() const noexcept { return this->has_value() ? 1 : 0; }
 };
+
+namespace detail {
+
+/// Throws errc::malformed_record naming `origin` (and `column`, when not
+/// empty): "<origin.where>: <reason>".
+[[noreturn]] FLOWLIB_KAFKA_DECL void debezium_fail(const record_origin& origin,
+                                                   std::string_view column,
+                                                   std::string_view reason);
+
+/// The envelope's field `key` (absent: false). Syntax errors throw.
+FLOWLIB_KAFKA_DECL bool debezium_field(simdjson::ondemand::object& obj, std::string_view key,
+                                       simdjson::ondemand::value& out, const record_origin& origin);
+
+/// Whether `v` is JSON null.
+FLOWLIB_KAFKA_DECL bool debezium_is_null(simdjson::ondemand::value& v);
+
+/// `v` as an object, or fails naming it `what`.
+FLOWLIB_KAFKA_DECL simdjson::ondemand::object debezium_object_of(simdjson::ondemand::value& v,
+                                                                 const record_origin& origin,
+                                                                 std::string_view what);
+
+/// A record's envelope, opened: the document, its object, the payload
+/// object of a wrapped record, and the op. `env` points to `top` or
+/// `wrapped`; the document stays where it was parsed (not copyable).
+struct debezium_envelope {
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object top;
+  simdjson::ondemand::object wrapped;
+  simdjson::ondemand::object* env = nullptr;
+  char op = '\0';
+  debezium_envelope() = default;
+  debezium_envelope(const debezium_envelope&) = delete;
+  debezium_envelope& operator=(const debezium_envelope&) = delete;
+};
+
+/// Parses the non-empty `value` (copied into `buffer`, padded for
+/// simdjson) into `e` up to its op: the envelope is the payload of a
+/// wrapped record, else the record; the op is one of c, r, u, d and t, and
+/// t only when `truncate` is emit. False for a tombstone (the text null, or
+/// a null payload). Throws errc::malformed_record naming `origin`.
+FLOWLIB_KAFKA_DECL bool debezium_open(simdjson::ondemand::parser& parser, std::string& buffer,
+                                      std::string_view value, const record_origin& origin,
+                                      debezium_truncate truncate, debezium_envelope& e);
+
+}  // namespace detail
 
 /// @brief The options of a DebeziumDecoder<Change>: see the header comment.
 template <class Change>
@@ -329,101 +374,28 @@ class DebeziumDecoder {
 
   [[noreturn]] static void fail(const detail::record_origin& origin, std::string_view column,
                                 std::string_view reason) {
-    std::string d(origin.where);
-    if (!d.empty()) d += ": ";
-    d += reason;
-    throw error(errc::malformed_record, std::string(origin.source), std::string(column), "",
-                std::move(d));
+    detail::debezium_fail(origin, column, reason);
   }
-
-  /// The envelope's field `key` (absent: false). Syntax errors throw.
   static bool field(simdjson::ondemand::object& obj, std::string_view key,
                     simdjson::ondemand::value& out, const detail::record_origin& origin) {
-    const auto e = obj.find_field_unordered(key).get(out);
-    if (e == simdjson::NO_SUCH_FIELD) return false;
-    if (e) fail(origin, "", detail::json_syntax_reason(e));
-    return true;
+    return detail::debezium_field(obj, key, out, origin);
   }
-
-  static bool is_null(simdjson::ondemand::value& v) {
-    simdjson::ondemand::json_type t{};
-    return !v.type().get(t) && t == simdjson::ondemand::json_type::null;
-  }
-
-  /// `v` as an object, or fails with `what`.
+  static bool is_null(simdjson::ondemand::value& v) { return detail::debezium_is_null(v); }
   static simdjson::ondemand::object object_of(simdjson::ondemand::value& v,
                                               const detail::record_origin& origin,
                                               std::string_view what) {
-    simdjson::ondemand::object o;
-    simdjson::ondemand::json_type t{};
-    if (v.type().get(t) || t != simdjson::ondemand::json_type::object || v.get_object().get(o)) {
-      std::string reason(what);
-      reason += " is not a JSON object, value ";
-      reason += detail::json_cut(detail::json_raw_value(v));
-      fail(origin, "", reason);
-    }
-    return o;
+    return detail::debezium_object_of(v, origin, what);
   }
 
   /// Decodes `value` into `out` (left empty for a tombstone).
   template <class Opt>
   void decode(std::string_view value, const detail::record_origin& origin, Opt& out) const {
     if (value.empty()) return;  // a tombstone
-    const std::size_t need = value.size() + simdjson::SIMDJSON_PADDING;
-    if (buffer_.size() < need) buffer_.resize(need);
-    std::memcpy(buffer_.data(), value.data(), value.size());
-    std::memset(buffer_.data() + value.size(), ' ', simdjson::SIMDJSON_PADDING);
-    simdjson::ondemand::document doc;
-    if (auto e = parser_->iterate(buffer_.data(), value.size(), buffer_.size()).get(doc)) {
-      fail(origin, "", detail::json_syntax_reason(e));
-    }
-    simdjson::ondemand::json_type t{};
-    if (auto e = doc.type().get(t)) fail(origin, "", detail::json_syntax_reason(e));
-    if (t == simdjson::ondemand::json_type::null) {
-      bool null = false;
-      if (doc.is_null().get(null) || !null) fail(origin, "", "not valid JSON");
-      return;  // the text null: a tombstone
-    }
-    simdjson::ondemand::object top;
-    if (t != simdjson::ondemand::json_type::object) {
-      std::string reason = "not a JSON object, value ";
-      reason += detail::json_cut(value);
-      fail(origin, "", reason);
-    }
-    if (auto e = doc.get_object().get(top)) fail(origin, "", detail::json_syntax_reason(e));
-
-    // The envelope: the payload of a wrapped record, else the record.
-    simdjson::ondemand::object wrapped;
-    simdjson::ondemand::object* envp = &top;
-    simdjson::ondemand::value payload;
-    if (field(top, "payload", payload, origin)) {
-      if (is_null(payload)) return;  // a tombstone with schemas.enable=true
-      wrapped = object_of(payload, origin, "\"payload\"");
-      envp = &wrapped;
-    }
-    simdjson::ondemand::object& env = *envp;
-
-    // The op.
+    detail::debezium_envelope e;
+    if (!detail::debezium_open(*parser_, buffer_, value, origin, options_.truncate, e)) return;
+    simdjson::ondemand::object& env = *e.env;
+    const char op = e.op;
     simdjson::ondemand::value v;
-    if (!field(env, "op", v, origin)) fail(origin, "", "the envelope has no \"op\"");
-    std::string_view op_text;
-    if (v.get_string().get(op_text)) {
-      std::string reason = "\"op\" is not a string, value ";
-      reason += detail::json_cut(detail::json_raw_value(v));
-      fail(origin, "", reason);
-    }
-    char op = op_text.size() == 1 ? op_text[0] : '\0';
-    if (op != 'c' && op != 'r' && op != 'u' && op != 'd' && op != 't') {
-      std::string reason = "unknown op \"";
-      reason += detail::json_cut(op_text);
-      reason += "\" (a Debezium change has op c, r, u, d or t)";
-      fail(origin, "", reason);
-    }
-    if (op == 't' && options_.truncate == debezium_truncate::fail) {
-      fail(origin, "",
-           "op \"t\" (a truncate) maps to no row; set truncate = debezium_truncate::emit to "
-           "pass truncates to apply_as_truncates");
-    }
 
     out.emplace();
     Change& row = *out;
@@ -530,3 +502,7 @@ class DebeziumDecoder {
 };
 
 }  // namespace flowlib
+
+#if !defined(FLOWLIB_KAFKA_SEPARATE_COMPILATION)
+#include <flowlib/source/impl/debezium.ipp>
+#endif

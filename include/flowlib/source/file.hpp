@@ -28,7 +28,7 @@
 //
 // The list in the checkpoint. Through attach() (called by the pipeline when
 // it opens) the list lives in the pipeline's checkpoint under
-// "sources/<hex of the name>/files/" (detail/file_manifest.hpp): per file
+// "sources/<hex of the name>/files/" (source/detail/file_manifest.hpp): per file
 // its name, size, modification time (ns), first record number, record
 // count and XXH64 checksum; one record per listing that found files,
 // written before latest() returns a position that counts them. At attach
@@ -62,8 +62,8 @@
 // listing; no checksum is computed for it).
 //
 // JSON lines. One JSON object per line, decoded through simdjson ondemand
-// and detail::json_to_row (detail/json_row.hpp: keys by FLOWLIB_SCHEMA
-// column name). A batch's records are parsed as one document stream
+// and detail::json_to_row (source/detail/json_lines.hpp, json_row.hpp:
+// keys by FLOWLIB_SCHEMA column name). A batch's records are parsed as one document stream
 // (iterate_many, in place) as long as each document is exactly its line;
 // from a line that is not (two values, an object running over lines, a
 // syntax error, a record that does not decode) the batch goes on line by
@@ -72,7 +72,7 @@
 // complete when they are renamed in, so a missing final newline is a
 // writer's habit, not a cut (a cut line fails to decode, loudly).
 //
-// CSV. Records as libcsv parses them (detail/csv_records.hpp: RFC 4180
+// CSV. Records as libcsv parses them (source/detail/csv_records.hpp: RFC 4180
 // quoting, quoted delimiters, quotes and line breaks; CR, LF or CRLF;
 // blank lines skipped; spaces around unquoted fields dropped). With
 // csv_header (the default) the first record names the columns, matched
@@ -81,7 +81,7 @@
 // std::optional, else the file's first read fails naming the file and the
 // column. Without a header, fields map to the schema's columns in order
 // (the rescued column left out). Each field goes through detail::parse_text
-// (detail/text_value.hpp): an empty field is std::nullopt for an optional,
+// (source/detail/text_value.hpp): an empty field is std::nullopt for an optional,
 // "" for a string, an error for anything else.
 //
 // Bad records (R-SOURCE-2). A record that cannot be decoded fails the
@@ -102,7 +102,7 @@
 // (one that names no column, or nested in a value, included) fails the
 // record in strict mode and makes it a _raw row in rescue mode; only JSON
 // values are rescued as written, so the rescued column always parses as
-// JSON (detail/json_row.hpp). A
+// JSON (source/detail/json_row.hpp). A
 // program sends such rows to a quarantine table with a `.map(fn, table)`
 // stage that throws flowlib::row_rejected for a row whose rescued column is
 // set, or drops them with a `.filter` (docs/file-source.md).
@@ -113,23 +113,21 @@
 #pragma once
 
 #include <flowlib/checkpoint/store.hpp>
-#include <flowlib/detail/csv_records.hpp>
-#include <flowlib/detail/file_manifest.hpp>
-#include <flowlib/detail/json_row.hpp>
-#include <flowlib/detail/text_value.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/source/detail/csv_records.hpp>
+#include <flowlib/source/detail/file_manifest.hpp>
+#include <flowlib/source/detail/json_lines.hpp>
+#include <flowlib/source/detail/text_value.hpp>
 #include <flowlib/source/position.hpp>
 
 #include <simdjson.h>
 
 #include <algorithm>
-#include <charconv>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -236,9 +234,6 @@ class FileSource {
     format_.format = options_.format == file_format::csv ? 1 : 0;
     format_.csv_header = options_.csv_header;
     format_.delimiter = options_.csv_delimiter;
-#ifdef SIMDJSON_THREADS_ENABLED
-    parser_.threaded = false;  // a read decodes in the calling thread, and starts none
-#endif
   }
 
   FileSource(const FileSource&) = delete;
@@ -503,8 +498,8 @@ class FileSource {
     std::size_t index = static_cast<std::size_t>(-1);
     std::string name;
     detail::file_bytes bytes;
-    detail::csv_cursor pos;
-    std::optional<detail::csv_row_decoder<Row>> decoder;
+    detail::file_cursor pos;
+    detail::csv_file_reader<Row> csv;  // CSV: the file's header and mapping
   };
 
   std::uint64_t header_rows() const noexcept {
@@ -512,7 +507,7 @@ class FileSource {
   }
 
   void close_file() const {
-    cur_.decoder.reset();
+    cur_.csv.close();
     cur_.bytes.size = 0;  // the allocation stays, for the next file
     cur_.index = static_cast<std::size_t>(-1);
   }
@@ -522,25 +517,17 @@ class FileSource {
     close_file();
     const detail::file_entry& e = files_[i];
     detail::load_file(options_.directory, e, simdjson::SIMDJSON_PADDING, name_, cur_.bytes);
-    const std::string_view bytes = cur_.bytes.view();
     cur_.name = e.name;
-    cur_.pos = detail::csv_cursor{};
+    cur_.pos = detail::file_cursor{};
     if (options_.format == file_format::csv) {
-      detail::csv_header_reader header;
-      std::uint64_t header_line = 1;
-      if (options_.csv_header) {
-        detail::csv_scan<detail::csv_header_reader> scan(bytes, options_.csv_delimiter, header);
-        cur_.pos = scan.run(detail::csv_cursor{}, 0, 1);
-        header_line = header.line;
-      }
       detail::csv_decode_options o;
       o.delimiter = options_.csv_delimiter;
       o.header = options_.csv_header;
       o.rescue = options_.rescue;
       o.rescue_unknown = options_.rescue_unknown;
       o.rescued_column = options_.rescued_column;
-      cur_.decoder.emplace(name_, cur_.name, o, std::move(header.names), header_line,
-                           options_.rescue ? rescued_index_ : S::size, set_rescued_);
+      cur_.pos = cur_.csv.open(name_, cur_.name, cur_.bytes.view(), o,
+                               options_.rescue ? rescued_index_ : S::size, set_rescued_);
     }
     cur_.index = i;
   }
@@ -552,164 +539,15 @@ class FileSource {
     // The cursor serves when it is in this file at or before `at`.
     if (cur_.index != i || e.first + (cur_.pos.row - hr) > at) open_file_at(i);
     if (options_.format == file_format::csv) {
-      read_csv(e, at, stop, out);
+      cur_.pos = cur_.csv.read(e, cur_.bytes.view(), cur_.pos, at, stop, out);
     } else {
-      read_json(e, at, stop, out);
+      detail::json_row_options o;
+      o.rescue = options_.rescue;
+      o.rescue_unknown = options_.rescue_unknown;
+      o.rescued_column = options_.rescued_column;
+      cur_.pos = json_.read(name_, e, cur_.bytes, cur_.pos, at, stop, o, set_rescued_, out);
     }
     if (stop == e.end()) close_file();  // done with it: free its bytes
-  }
-
-  void read_csv(const detail::file_entry& e, std::uint64_t at, std::uint64_t stop,
-                std::vector<Row>& out) const {
-    const std::uint64_t hr = header_rows();
-    const std::uint64_t from_row = at - e.first + hr;
-    const std::uint64_t to_row = stop - e.first + hr;
-    cur_.decoder->start(out);
-    detail::csv_scan<detail::csv_row_decoder<Row>> scan(cur_.bytes.view(), options_.csv_delimiter,
-                                                        *cur_.decoder);
-    const detail::csv_cursor next = scan.run(cur_.pos, from_row, to_row);
-    if (next.row != to_row) fewer_records(e);
-    cur_.pos = next;
-  }
-
-  // JSON lines: the lines of records [at, stop) are found first (memchr;
-  // the records before `at` are skipped there, undecoded), then decoded:
-  // in one simdjson document stream over their bytes when the batch is
-  // large enough to pay for it (json_stream), each line on its own for the
-  // rest (json_line).
-  void read_json(const detail::file_entry& e, std::uint64_t at, std::uint64_t stop,
-                 std::vector<Row>& out) const {
-    const char* const base = cur_.bytes.data.get();
-    const std::size_t n = cur_.bytes.size;
-    std::size_t pos = cur_.pos.byte;
-    std::uint64_t rec = e.first + cur_.pos.row;
-    std::uint64_t line = cur_.pos.line;
-    spans_.clear();
-    while (rec < stop) {
-      if (pos >= n) fewer_records(e);
-      const char* p = base + pos;
-      const char* nl = static_cast<const char*>(std::memchr(p, '\n', n - pos));
-      const std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - p) : n - pos;
-      const char* q = p;
-      while (q < p + len && (*q == ' ' || *q == '\t' || *q == '\r')) ++q;
-      if (q != p + len) {  // not blank: a record
-        if (rec >= at) spans_.push_back(line_span{pos, static_cast<std::size_t>(q - base), pos + len, line});
-        ++rec;
-      }
-      ++line;
-      pos += len + (nl != nullptr ? 1 : 0);
-    }
-    detail::json_row_options o;
-    o.rescue = options_.rescue;
-    o.rescue_unknown = options_.rescue_unknown;
-    o.rescued_column = options_.rescued_column;
-    const std::size_t streamed = json_stream(o, out);
-    if (streamed < spans_.size()) {
-      where_ = "file '";
-      where_ += e.name;
-      where_ += "' line ";
-      const std::size_t prefix = where_.size();
-      for (std::size_t k = streamed; k < spans_.size(); ++k) json_line(e, spans_[k], prefix, o, out);
-    }
-    cur_.pos = detail::csv_cursor{pos, rec - e.first, line};
-  }
-
-  // One record's line: where it starts, its first byte that is not blank,
-  // where it ends (before its '\n'), its number.
-  struct line_span {
-    std::size_t begin = 0, first = 0, end = 0;
-    std::uint64_t line = 0;
-  };
-
-  // Decodes spans_ from the start as one simdjson document stream
-  // (iterate_many: stage 1 over many records at once, which is what makes it
-  // faster than a parse per line); returns how many it decoded, the rows in
-  // `out`. A line is a record while each document starts where its line's
-  // first non-blank byte is: a document that runs over into the next line,
-  // two documents on one line, anything that is not an object, a syntax
-  // error, a record that fails to decode all stop the stream at document k,
-  // and the rows from k - 1 on (the document before may be the one that ran
-  // over) are dropped and decoded line by line, which gives the errors and
-  // rescued rows of the lines themselves. Decoding errors need no
-  // message here (they are decoded again), so no "where" is built per row.
-  std::size_t json_stream(const detail::json_row_options& o, std::vector<Row>& out) const {
-    const std::size_t n = spans_.size();
-    if (n < 16) return 0;  // a short batch: the stream's setup would cost more
-    const std::size_t from = spans_.front().first;
-    const std::size_t len = spans_.back().end - from;
-    const std::size_t batch = std::clamp<std::size_t>(len, 64, std::size_t{1} << 20);
-    const char* const base = cur_.bytes.data.get();
-    const std::size_t rows_before = out.size();
-    const detail::record_origin origin{name_, ""};
-    std::size_t k = 0;
-    bool whole = false;
-    {
-      simdjson::ondemand::document_stream docs;
-      if (parser_.iterate_many(base + from, len, batch).get(docs)) return 0;
-      auto it = docs.begin();
-      for (; it != docs.end(); ++it, ++k) {
-        if (k == n || it.error() || from + it.current_index() != spans_[k].first) break;
-        simdjson::ondemand::document_reference doc;
-        simdjson::ondemand::object object;
-        if ((*it).get(doc) || doc.get_object().get(object)) break;
-        Row& row = out.emplace_back();
-        try {
-          detail::json_to_row(object, row, origin, o);
-        } catch (...) {
-          break;
-        }
-      }
-      whole = k == n && !(it != docs.end());
-    }
-    if (whole) return n;
-    const std::size_t keep = k == 0 ? 0 : k - 1;
-    out.erase(out.begin() + static_cast<std::ptrdiff_t>(rows_before + keep), out.end());
-    return keep;
-  }
-
-  // Decodes one record's line on its own, with its origin for messages;
-  // in rescue mode a line that does not decode at all becomes a _raw row.
-  void json_line(const detail::file_entry& e, const line_span& s, std::size_t prefix,
-                 const detail::json_row_options& o, std::vector<Row>& out) const {
-    const char* const p = cur_.bytes.data.get() + s.begin;
-    const std::size_t len = s.end - s.begin;
-    const std::size_t capacity = cur_.bytes.size + simdjson::SIMDJSON_PADDING - s.begin;
-    where_.resize(prefix);
-    char digits[24];
-    where_.append(digits, std::to_chars(digits, digits + sizeof digits, s.line).ptr);
-    const detail::record_origin origin{name_, where_};
-    Row& row = out.emplace_back();
-    if (!options_.rescue) {
-      detail::json_text_to_row(parser_, simdjson::padded_string_view(p, len, capacity), row, origin, o);
-      return;
-    }
-    try {
-      detail::json_text_to_row(parser_, simdjson::padded_string_view(p, len, capacity), row, origin, o);
-    } catch (const error& x) {
-      if (x.code() != errc::malformed_record) throw;
-      row = Row{};
-      set_rescued_(row, raw_record(std::string_view(p, len), e.name, s.line));
-    }
-  }
-
-  static std::string raw_record(std::string_view text, std::string_view file, std::uint64_t line) {
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    std::string s = "{\"_raw\":";
-    detail::json_append_string(s, text);
-    s += ",\"_file\":";
-    detail::json_append_string(s, file);
-    s += ",\"_line\":";
-    s += std::to_string(line);
-    s += '}';
-    return s;
-  }
-
-  // The file has fewer records than its count: it cannot, having passed its
-  // checksum, unless the counting pass and the reader disagree.
-  [[noreturn]] void fewer_records(const detail::file_entry& e) const {
-    throw error(errc::source_data_lost, name_, "", "",
-                detail::describe_file(e) + " holds fewer records than were counted when it was "
-                "listed; nothing was read");
   }
 
   std::string name_;
@@ -726,9 +564,7 @@ class FileSource {
   mutable std::vector<changed_file> changed_;
   mutable open_file cur_;
   mutable std::vector<char> block_;  // the counting pass's buffer
-  mutable simdjson::ondemand::parser parser_;
-  mutable std::string where_;  // "file 'x' line N" of the record being decoded
-  mutable std::vector<line_span> spans_;  // a JSON batch's records
+  mutable detail::json_lines_reader<Row> json_;  // JSON lines: the decoder, kept across batches
 };
 
 }  // namespace flowlib

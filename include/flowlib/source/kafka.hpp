@@ -53,7 +53,7 @@
 // Records into rows. options.deserialize(const KafkaRecord&) returns the
 // row, or std::nullopt to skip the record (e.g. a tombstone). Without one,
 // the record's value is a JSON object decoded by Row's FLOWLIB_SCHEMA into
-// a value-initialised Row (detail/json_row.hpp; options.rescued_column
+// a value-initialised Row (source/detail/json_row.hpp; options.rescued_column
 // keeps values that do not decode) and a tombstone (no value) is skipped;
 // a Row without a schema, or not default-constructible, needs a
 // deserializer (the constructor says so).
@@ -116,10 +116,11 @@
 // movable (programs share it by reference).
 #pragma once
 
-#include <flowlib/detail/json_row.hpp>
+#include <flowlib/detail/config.hpp>
 #include <flowlib/detail/kafka.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/source/detail/json_row.hpp>
 #include <flowlib/source/position.hpp>
 
 #include <librdkafka/rdkafka.h>
@@ -128,14 +129,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cinttypes>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
 #include <functional>
-#include <iterator>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -199,6 +197,105 @@ struct KafkaSourceOptions {
   std::chrono::milliseconds partition_refresh = std::chrono::minutes(5);
 };
 
+namespace detail {
+
+/// The row-independent settings of a KafkaSource: its options but the
+/// decoding.
+struct kafka_source_settings {
+  std::string brokers;
+  std::string topic;
+  std::vector<std::int32_t> partitions;
+  kafka_properties config;
+  bool commit_offsets_for_monitoring = false;
+  std::chrono::milliseconds request_timeout{};
+  std::chrono::milliseconds read_timeout{};
+  std::chrono::milliseconds partition_refresh{};
+};
+
+/// What a KafkaSource does that does not depend on its row type: the
+/// consumer, the topic's partitions, the positions and the planning of
+/// batches, the offset ranges of a read and the records as a deserializer
+/// sees them. KafkaSource<Row> decodes the records into rows. Every member
+/// but those that say "under the lock" takes the lock (mutex()) itself.
+/// See the header comment.
+class kafka_source_core {
+ public:
+  /// Checks `settings` and makes the consumer; throws errc::invalid_argument
+  /// naming the source `name`. `row_problem`, when not empty, is what the
+  /// row type's options got wrong: thrown after the checks of the topic and
+  /// the brokers, before the others.
+  FLOWLIB_KAFKA_DECL kafka_source_core(std::string name, kafka_source_settings settings,
+                                       std::string_view row_problem);
+  kafka_source_core(const kafka_source_core&) = delete;
+  kafka_source_core& operator=(const kafka_source_core&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  const std::string& topic() const noexcept { return s_.topic; }
+  /// KafkaSource::start(), latest(), plan() and partitions().
+  FLOWLIB_KAFKA_DECL source_position start() const;
+  FLOWLIB_KAFKA_DECL source_position latest() const;
+  FLOWLIB_KAFKA_DECL source_position plan(const source_position& from, std::size_t limit) const;
+  FLOWLIB_KAFKA_DECL std::vector<std::int32_t> partitions() const;
+
+  /// The lock a read holds for its whole length.
+  std::mutex& mutex() const noexcept { return mutex_; }
+  /// Under the lock: the offset ranges of the batch [from, to) (the
+  /// partitions looked up when due; errc::invalid_argument when the batch
+  /// ends before it starts), and their offset count in `expected`; mirrors
+  /// `from` to the consumer group when the settings say so.
+  FLOWLIB_KAFKA_DECL std::vector<kafka_offset_range> begin_read(const source_position& from,
+                                                                const source_position& to,
+                                                                std::uint64_t& expected) const;
+  /// Under the lock: the consumer, the read's limit and the context of its
+  /// errors.
+  rd_kafka_t* consumer() const noexcept { return consumer_.get(); }
+  std::chrono::milliseconds read_timeout() const noexcept { return s_.read_timeout; }
+  kafka_context ctx() const noexcept { return {name_, errc::source_io, &note_, true}; }
+  /// Under the lock: a read ended; `failed` is the error it threw, if any
+  /// (after a broker error the next call makes a new consumer).
+  FLOWLIB_KAFKA_DECL void end_read(const error* failed) const noexcept;
+
+  /// Under the lock: `m` as a deserializer sees it, its headers kept in
+  /// `headers` (valid until the next call).
+  FLOWLIB_KAFKA_DECL KafkaRecord record_of(const rd_kafka_message_t& m,
+                                           std::vector<KafkaHeader>& headers) const;
+  /// Throws errc::malformed_record: the deserializer threw `what` for `m`.
+  [[noreturn]] FLOWLIB_KAFKA_DECL void deserializer_failed(
+      const rd_kafka_message_t& m, std::string_view what) const;
+  /// "partition P offset O", without allocating.
+  FLOWLIB_KAFKA_DECL static std::string_view where_of(const rd_kafka_message_t& m,
+                                                      std::array<char, 64>& buf);
+
+ private:
+  [[noreturn]] FLOWLIB_KAFKA_DECL void fail_argument(const std::string& detail) const;
+  static std::uint64_t to_offset(std::int64_t o) noexcept { return o < 0 ? 0 : static_cast<std::uint64_t>(o); }
+  // The consumer, made from properties_.
+  FLOWLIB_KAFKA_DECL void connect() const;
+  // Under the lock: the partition list, looked up when it is due, and after
+  // a failed read, with a new consumer.
+  FLOWLIB_KAFKA_DECL void refresh_partitions() const;
+  // Under the lock: commit `from` to the consumer group (asynchronously),
+  // when it moved since the last commit.
+  FLOWLIB_KAFKA_DECL void mirror(const source_position& from) const;
+
+  std::string name_;
+  kafka_source_settings s_;
+  mutable std::mutex mutex_;
+  kafka_properties properties_;      // the consumer's configuration
+  mutable kafka_error_note note_;    // before consumer_: outlives it
+  mutable kafka_handle consumer_;
+  mutable std::vector<std::int32_t> partitions_;
+  mutable std::chrono::steady_clock::time_point partitions_checked_{};
+  mutable source_position latest_;
+  mutable bool have_latest_ = false;
+  mutable bool reconnect_ = false;     // a read failed: make a new consumer
+  mutable bool metadata_due_ = false;  // the consumer is new: ask for the topic's metadata
+  mutable source_position mirrored_;
+  mutable bool mirrored_any_ = false;
+};
+
+}  // namespace detail
+
 /// @brief The partitions of a Kafka topic as a source; see the header
 /// comment.
 template <class Row>
@@ -216,137 +313,26 @@ class KafkaSource {
   /// Throws flowlib::error (errc::invalid_argument) for a bad configuration
   /// (see the header comment).
   KafkaSource(std::string name, options_type options)
-      : name_(std::move(name)), options_(std::move(options)) {
-    if (options_.topic.empty()) fail_argument("options.topic is empty: name the topic to read");
-    if (options_.brokers.empty())
-      fail_argument("options.brokers is empty: give the bootstrap servers, \"host:port,...\"");
-    if constexpr (!json_rows) {
-      if (!options_.deserialize)
-        fail_argument(
-            "the row type has no FLOWLIB_SCHEMA (or is not default-constructible), so records "
-            "cannot be decoded as JSON: give options.deserialize, or declare the row's columns "
-            "with FLOWLIB_SCHEMA");
-    }
-    if (!options_.rescued_column.empty() && options_.deserialize)
-      fail_argument("options.rescued_column applies to the default JSON decoding only; "
-                    "options.deserialize is set");
-    for (const std::int32_t p : options_.partitions)
-      if (p < 0) fail_argument("options.partitions holds a negative partition number");
-    std::sort(options_.partitions.begin(), options_.partitions.end());
-    if (std::adjacent_find(options_.partitions.begin(), options_.partitions.end()) !=
-        options_.partitions.end())
-      fail_argument("options.partitions names a partition twice");
-
-    const detail::kafka_properties required = detail::kafka_consumer_required();
-    bool group_set = false;
-    for (const auto& [key, value] : options_.config) {
-      if (key == "bootstrap.servers" || key == "metadata.broker.list")
-        fail_argument(std::string("options.config sets '") + key + "': give the brokers in options.brokers");
-      if (key == "group.id") group_set = true;
-      for (const auto& [rk, rv] : required)
-        if (key == rk && value != rv) {
-          std::string d = "options.config sets '";
-          d += key;
-          d += "' = '";
-          d += value;
-          d += "', but the source reads exact offset ranges and needs '";
-          d += rv;
-          d += "' (docs/kafka-source.md)";
-          fail_argument(d);
-        }
-    }
-    if (options_.commit_offsets_for_monitoring && !group_set)
-      fail_argument("options.commit_offsets_for_monitoring needs a consumer group: set 'group.id' "
-                    "in options.config to the group whose offsets the lag monitoring reads");
-
-    detail::kafka_properties props = detail::kafka_consumer_defaults("flowlib.kafka_source");
-    props.emplace_back("bootstrap.servers", options_.brokers);
-    std::string client_id = "flowlib.";
-    client_id += name_;
-    props.emplace_back("client.id", std::move(client_id));
-    for (const auto& kv : options_.config) props.push_back(kv);
-    for (const auto& kv : required) props.push_back(kv);
-    properties_ = std::move(props);
-    connect();
-  }
+      : core_(std::move(name), settings_of(options), row_problem(options)), options_(std::move(options)) {}
 
   KafkaSource(const KafkaSource&) = delete;
   KafkaSource& operator=(const KafkaSource&) = delete;
 
   /// @brief Each partition's low watermark (the first offset still held).
   /// Throws errc::source_io when the cluster does not answer.
-  source_position start() const {
-    std::lock_guard lock(mutex_);
-    refresh_partitions();
-    const auto low = detail::query_offsets(consumer_.get(), options_.topic, partitions_, false,
-                                           options_.request_timeout, ctx());
-    note_.clear();  // the note holds the client's errors since the last call that succeeded
-    source_position p;
-    for (std::size_t i = 0; i < partitions_.size(); ++i)
-      p.set(static_cast<source_position::partition_type>(partitions_[i]), to_offset(low[i]));
-    return p;
-  }
+  source_position start() const { return core_.start(); }
 
   /// @brief Each partition's high watermark (the offset the next record
   /// written gets); plan() plans up to it. Throws errc::source_io when the
   /// cluster does not answer.
-  source_position latest() const {
-    std::lock_guard lock(mutex_);
-    refresh_partitions();
-    const auto high = detail::query_offsets(consumer_.get(), options_.topic, partitions_, true,
-                                            options_.request_timeout, ctx());
-    note_.clear();
-    latest_ = source_position{};
-    for (std::size_t i = 0; i < partitions_.size(); ++i)
-      latest_.set(static_cast<source_position::partition_type>(partitions_[i]), to_offset(high[i]));
-    have_latest_ = true;
-    return latest_;
-  }
+  source_position latest() const { return core_.latest(); }
 
   /// @brief The end of the next batch from `from`: at most `limit` offsets
   /// (0: no limit) shared evenly among the partitions, never beyond the last
   /// latest() (see the header comment). Partitions of `from` the source
   /// does not read are carried unchanged.
   source_position plan(const source_position& from, std::size_t limit) const {
-    std::unique_lock lock(mutex_);
-    if (!have_latest_) {
-      lock.unlock();
-      (void)latest();
-      lock.lock();
-    }
-    struct part {
-      source_position::partition_type id;
-      std::uint64_t from, pending, take;
-    };
-    std::vector<part> parts;
-    for (const auto& [id, end] : latest_.partitions()) {
-      const auto f = from.offset(id);
-      parts.push_back({id, f, end > f ? end - f : 0, 0});
-    }
-    if (limit == 0) {
-      for (auto& p : parts) p.take = p.pending;
-    } else {
-      std::uint64_t left = limit;
-      std::vector<part*> open;
-      for (auto& p : parts)
-        if (p.pending > 0) open.push_back(&p);
-      while (left > 0 && !open.empty()) {
-        const std::uint64_t share = left / open.size();
-        if (share == 0) {  // fewer offsets than partitions: one each, lowest first
-          for (std::size_t i = 0; i < left; ++i) open[i]->take += 1;
-          break;
-        }
-        for (part* p : open) {
-          const std::uint64_t g = std::min(share, p->pending - p->take);
-          p->take += g;
-          left -= g;
-        }
-        std::erase_if(open, [](const part* p) { return p->take == p->pending; });
-      }
-    }
-    source_position to = from;
-    for (const auto& p : parts) to.set(p.id, p.from + p.take);
-    return to;
+    return core_.plan(from, limit);
   }
 
   /// @brief Appends the rows of the records at offsets [from, to) of each
@@ -354,28 +340,9 @@ class KafkaSource {
   /// each in offset order (see the header comment for the errors). When it
   /// throws, `out` is as it was.
   void read(const source_position& from, const source_position& to, std::vector<Row>& out) const {
-    std::lock_guard lock(mutex_);
-    if (partitions_.empty() || reconnect_ || metadata_due_) refresh_partitions();
-    std::vector<detail::kafka_offset_range> ranges;
+    std::lock_guard lock(core_.mutex());
     std::uint64_t expected = 0;
-    for (const std::int32_t p : partitions_) {
-      const auto id = static_cast<source_position::partition_type>(p);
-      const std::uint64_t a = from.offset(id), b = to.offset(id);
-      if (a > b) {
-        std::string d = "read: the batch from ";
-        d += from.to_string();
-        d += " to ";
-        d += to.to_string();
-        d += " ends before it starts in partition ";
-        d += std::to_string(p);
-        fail_argument(d);
-      }
-      if (a < b) {
-        ranges.push_back({p, static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)});
-        expected += b - a;
-      }
-    }
-    if (options_.commit_offsets_for_monitoring) mirror(from);
+    const std::vector<detail::kafka_offset_range> ranges = core_.begin_read(from, to, expected);
     if (ranges.empty()) return;
 
     const std::size_t before = out.size();
@@ -386,12 +353,12 @@ class KafkaSource {
       out.reserve(before + static_cast<std::size_t>(std::min<std::uint64_t>(expected, std::max<std::uint64_t>(reserve_cap, 1))));
       if (ranges.size() == 1) {
         // One partition: rows in arrival order are rows in offset order.
-        detail::read_offset_ranges(consumer_.get(), options_.topic, ranges, options_.read_timeout, ctx(),
+        detail::read_offset_ranges(core_.consumer(), core_.topic(), ranges, core_.read_timeout(), core_.ctx(),
                                    [&](detail::kafka_message&& m) { decode(*m, out); });
       } else {
         // Several: keep each partition's records, then decode in order.
         std::vector<std::vector<detail::kafka_message>> held(ranges.size());
-        detail::read_offset_ranges(consumer_.get(), options_.topic, ranges, options_.read_timeout, ctx(),
+        detail::read_offset_ranges(core_.consumer(), core_.topic(), ranges, core_.read_timeout(), core_.ctx(),
                                    [&](detail::kafka_message&& m) {
                                      const auto it = std::lower_bound(
                                          ranges.begin(), ranges.end(), m->partition,
@@ -407,13 +374,10 @@ class KafkaSource {
           }
         }
       }
-      note_.clear();
+      core_.end_read(nullptr);
     } catch (const error& e) {
       out.erase(out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
-      // After a broker error the client may keep the partitions in an error
-      // state (an authorization failure does, for good): the next call
-      // makes a new consumer.
-      if (e.code() == errc::source_io || e.code() == errc::source_data_lost) reconnect_ = true;
+      core_.end_read(&e);
       throw;
     } catch (...) {
       out.erase(out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
@@ -424,75 +388,42 @@ class KafkaSource {
   /// @brief The declared delivery guarantee (R-EXACT-3).
   flowlib::delivery delivery() const noexcept { return options_.guarantee; }
   /// @brief The source's name, for messages and the event log.
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept { return core_.name(); }
   /// @brief The topic read.
-  const std::string& topic() const noexcept { return options_.topic; }
+  const std::string& topic() const noexcept { return core_.topic(); }
   /// @brief The partitions read, ascending: options.partitions, or the
   /// topic's as last looked up (empty before the first start(), latest()
   /// or read()).
-  std::vector<std::int32_t> partitions() const {
-    if (!options_.partitions.empty()) return options_.partitions;
-    std::lock_guard lock(mutex_);
-    return partitions_;
-  }
+  std::vector<std::int32_t> partitions() const { return core_.partitions(); }
 
  private:
   // Whether the default JSON decoding applies to Row.
   static constexpr bool json_rows = has_schema<Row> && std::default_initializable<Row>;
 
-  detail::kafka_context ctx() const noexcept { return {name_, errc::source_io, &note_, true}; }
-
-  [[noreturn]] void fail_argument(const std::string& detail) const {
-    throw error(errc::invalid_argument, name_, "", "", detail);
+  // The row-independent options, moved out of `o`.
+  static detail::kafka_source_settings settings_of(options_type& o) {
+    return {std::move(o.brokers),
+            std::move(o.topic),
+            std::move(o.partitions),
+            std::move(o.config),
+            o.commit_offsets_for_monitoring,
+            o.request_timeout,
+            o.read_timeout,
+            o.partition_refresh};
   }
 
-  static std::uint64_t to_offset(std::int64_t o) noexcept { return o < 0 ? 0 : static_cast<std::uint64_t>(o); }
-
-  // The consumer, made from properties_.
-  void connect() const {
-    detail::kafka_conf conf = detail::make_kafka_conf(properties_, ctx());
-    note_.install(conf.get());
-    consumer_ = detail::make_kafka_handle(RD_KAFKA_CONSUMER, std::move(conf), ctx());
-  }
-
-  // Under the lock: the partition list, looked up when it is due, and after
-  // a failed read, with a new consumer.
-  void refresh_partitions() const {
-    if (reconnect_) {
-      consumer_.reset();
-      connect();
-      reconnect_ = false;
-      metadata_due_ = true;  // a new consumer learns the topic's leaders before it reads
+  // What `o` gets wrong about decoding Row (empty: nothing).
+  static std::string_view row_problem(const options_type& o) {
+    if constexpr (!json_rows) {
+      if (!o.deserialize)
+        return "the row type has no FLOWLIB_SCHEMA (or is not default-constructible), so records "
+               "cannot be decoded as JSON: give options.deserialize, or declare the row's columns "
+               "with FLOWLIB_SCHEMA";
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (!options_.partitions.empty()) {
-      if (!partitions_.empty() && !metadata_due_) return;
-      const auto ids = detail::topic_partition_ids(consumer_.get(), options_.topic, options_.request_timeout, ctx());
-      for (const std::int32_t p : options_.partitions)
-        if (!std::binary_search(ids.begin(), ids.end(), p)) {
-          std::string d = "options.partitions names partition ";
-          d += std::to_string(p);
-          d += ", but topic '";
-          d += options_.topic;
-          d += "' has ";
-          d += std::to_string(ids.size());
-          d += ids.size() == 1 ? " partition" : " partitions";
-          fail_argument(d);
-        }
-      partitions_ = options_.partitions;
-      metadata_due_ = false;
-      return;
-    }
-    if (!partitions_.empty() && !metadata_due_ && now - partitions_checked_ < options_.partition_refresh)
-      return;
-    auto ids = detail::topic_partition_ids(consumer_.get(), options_.topic, options_.request_timeout, ctx());
-    // Kafka never removes partitions; a shorter answer (metadata from a
-    // broker that is behind) does not drop any already read.
-    for (const std::int32_t p : partitions_)
-      if (!std::binary_search(ids.begin(), ids.end(), p)) ids.insert(std::upper_bound(ids.begin(), ids.end(), p), p);
-    partitions_ = std::move(ids);
-    partitions_checked_ = now;
-    metadata_due_ = false;
+    if (!o.rescued_column.empty() && o.deserialize)
+      return "options.rescued_column applies to the default JSON decoding only; "
+             "options.deserialize is set";
+    return {};
   }
 
   // Under the lock: one record into `out` (or skipped).
@@ -501,7 +432,7 @@ class KafkaSource {
       if constexpr (json_rows) {
         if (!m.payload) return;  // a tombstone
         std::array<char, 64> where_buf;
-        const std::string_view where = where_of(m, where_buf);
+        const std::string_view where = detail::kafka_source_core::where_of(m, where_buf);
         Row row{};
         detail::json_row_options jo;
         if (!options_.rescued_column.empty()) {
@@ -510,35 +441,12 @@ class KafkaSource {
           jo.rescued_column = options_.rescued_column;
         }
         detail::json_text_to_row(parser_, std::string_view(static_cast<const char*>(m.payload), m.len), row,
-                                 detail::record_origin{name_, where}, jo);
+                                 detail::record_origin{core_.name(), where}, jo);
         out.push_back(std::move(row));
       }
       return;
     }
-    KafkaRecord r;
-    r.topic = options_.topic;
-    r.partition = m.partition;
-    r.offset = m.offset;
-    if (m.key) r.key = std::string_view(static_cast<const char*>(m.key), m.key_len);
-    if (m.payload) r.value = std::string_view(static_cast<const char*>(m.payload), m.len);
-    rd_kafka_timestamp_type_t tstype = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
-    const std::int64_t ts = rd_kafka_message_timestamp(&m, &tstype);
-    if (tstype != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE && ts >= 0)
-      r.timestamp = std::chrono::sys_time<std::chrono::milliseconds>(std::chrono::milliseconds(ts));
-    headers_.clear();
-    rd_kafka_headers_t* hdrs = nullptr;
-    if (rd_kafka_message_headers(&m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
-      const char* hname = nullptr;
-      const void* hvalue = nullptr;
-      std::size_t hsize = 0;
-      for (std::size_t i = 0; rd_kafka_header_get_all(hdrs, i, &hname, &hvalue, &hsize) == RD_KAFKA_RESP_ERR_NO_ERROR;
-           ++i) {
-        KafkaHeader h{hname, std::nullopt};
-        if (hvalue) h.value = std::string_view(static_cast<const char*>(hvalue), hsize);
-        headers_.push_back(h);
-      }
-    }
-    r.headers = headers_;
+    const KafkaRecord r = core_.record_of(m, headers_);
     std::optional<Row> row = deserialize(m, r);
     if (row) out.push_back(std::move(*row));
   }
@@ -551,63 +459,20 @@ class KafkaSource {
     } catch (const error&) {
       throw;
     } catch (const std::exception& e) {
-      deserializer_failed(m, e.what());
+      core_.deserializer_failed(m, e.what());
     } catch (...) {
-      deserializer_failed(m, "an exception that is not a std::exception");
+      core_.deserializer_failed(m, "an exception that is not a std::exception");
     }
   }
 
-  [[noreturn]] void deserializer_failed(const rd_kafka_message_t& m, std::string_view what) const {
-    std::array<char, 64> buf;
-    std::string d(where_of(m, buf));
-    d += ": options.deserialize threw: ";
-    d += what;
-    throw error(errc::malformed_record, name_, "", "", d);
-  }
-
-  // "partition P offset O", without allocating.
-  static std::string_view where_of(const rd_kafka_message_t& m, std::array<char, 64>& buf) {
-    const int n = std::snprintf(buf.data(), buf.size(), "partition %" PRId32 " offset %" PRId64, m.partition,
-                                m.offset);
-    return {buf.data(), static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(buf.size()) - 1))};
-  }
-
-  // Under the lock: commit `from` to the consumer group (asynchronously),
-  // when it moved since the last commit.
-  void mirror(const source_position& from) const {
-    std::vector<std::pair<std::int32_t, std::int64_t>> changed;
-    for (const std::int32_t p : partitions_) {
-      const auto o = from.offset(static_cast<source_position::partition_type>(p));
-      if (mirrored_.offset(static_cast<source_position::partition_type>(p)) != o || !mirrored_any_)
-        changed.emplace_back(p, static_cast<std::int64_t>(o));
-    }
-    if (changed.empty()) return;
-    detail::kafka_partitions list = detail::make_kafka_partitions(changed.size());
-    for (const auto& [p, o] : changed)
-      rd_kafka_topic_partition_list_add(list.get(), options_.topic.c_str(), p)->offset = o;
-    if (rd_kafka_commit(consumer_.get(), list.get(), 1) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      for (const auto& [p, o] : changed)
-        mirrored_.set(static_cast<source_position::partition_type>(p), static_cast<std::uint64_t>(o));
-      mirrored_any_ = true;
-    }
-  }
-
-  std::string name_;
-  options_type options_;
-  mutable std::mutex mutex_;
-  detail::kafka_properties properties_;      // the consumer's configuration
-  mutable detail::kafka_error_note note_;  // before consumer_: outlives it
-  mutable detail::kafka_handle consumer_;
-  mutable std::vector<std::int32_t> partitions_;
-  mutable std::chrono::steady_clock::time_point partitions_checked_{};
-  mutable source_position latest_;
-  mutable bool have_latest_ = false;
-  mutable bool reconnect_ = false;     // a read failed: make a new consumer
-  mutable bool metadata_due_ = false;  // the consumer is new: ask for the topic's metadata
+  detail::kafka_source_core core_;
+  options_type options_;  // the decoding (the rest moved to core_)
   mutable simdjson::ondemand::parser parser_;
   mutable std::vector<KafkaHeader> headers_;
-  mutable source_position mirrored_;
-  mutable bool mirrored_any_ = false;
 };
 
 }  // namespace flowlib
+
+#if !defined(FLOWLIB_KAFKA_SEPARATE_COMPILATION)
+#include <flowlib/source/impl/kafka.ipp>
+#endif

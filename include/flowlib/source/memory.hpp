@@ -107,10 +107,17 @@
 // (appends wait for it), and so does each change's index upkeep for the rows
 // it touches. The source is neither copyable nor movable (programs share it
 // by reference).
+//
+// Its parts, in source/detail/: memory_log.hpp (a partition's rows, in
+// chunks), memory_changes.hpp (the change history), memory_value_index.hpp
+// (the value indexes).
 #pragma once
 
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/source/detail/memory_changes.hpp>
+#include <flowlib/source/detail/memory_log.hpp>
+#include <flowlib/source/detail/memory_value_index.hpp>
 #include <flowlib/source/position.hpp>
 #include <flowlib/where/column.hpp>
 #include <flowlib/where/value.hpp>
@@ -120,15 +127,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <iterator>
-#include <limits>
-#include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
-#include <queue>
 #include <ranges>
 #include <span>
 #include <string>
@@ -172,7 +173,9 @@ class MemorySource {
   /// Throws flowlib::error (errc::invalid_argument) when options.partitions
   /// is 0.
   explicit MemorySource(std::string name = "memory_source", MemorySourceOptions options = {})
-      : name_(std::move(name)), options_(options) {
+      : name_(std::move(name)),
+        options_(options),
+        history_(options.change_history_rows, options.change_history_records) {
     if (options_.partitions == 0)
       throw error(errc::invalid_argument, name_, "", "",
                   "a memory source needs at least one partition (options.partitions is 0)");
@@ -310,7 +313,7 @@ class MemorySource {
       parts_[i].discard_before(p.offset(i), removed);
       bounds.push_back(removed.size());
     }
-    index_forget(removed, bounds, /*erased=*/false);
+    indexes_.on_remove(parts_, removed, bounds, /*erased=*/false);
     note_removal(std::move(removed));
   }
 
@@ -333,11 +336,11 @@ class MemorySource {
       }
     } catch (...) {
       while (bounds.size() <= parts_.size()) bounds.push_back(removed.size());
-      index_forget(removed, bounds, /*erased=*/true);
+      indexes_.on_remove(parts_, removed, bounds, /*erased=*/true);
       note_removal(std::move(removed));
       throw;
     }
-    index_forget(removed, bounds, /*erased=*/true);
+    indexes_.on_remove(parts_, removed, bounds, /*erased=*/true);
     const std::uint64_t n = removed.size();
     note_removal(std::move(removed));
     return n;
@@ -354,15 +357,14 @@ class MemorySource {
   /// @brief The smallest `since` changed_values() can still answer.
   std::uint64_t history_horizon() const {
     std::lock_guard lock(mutex_);
-    return horizon_;
+    return history_.horizon();
   }
 
   /// @brief Drops the change records only needed to answer changed_values()
   /// for `since` < `v` (the caller will not ask about older versions).
   void forget_changes_before(std::uint64_t v) {
     std::lock_guard lock(mutex_);
-    while (!changes_.empty() && changes_.front().last_version <= v) pop_change();
-    horizon_ = std::max(horizon_, std::min(v, version_));
+    history_.forget_before(v, version_);
   }
 
   /// @brief The distinct values (sorted, structurally) of `column` among the
@@ -379,19 +381,19 @@ class MemorySource {
     {
       std::lock_guard lock(mutex_);
       observed_ = true;
-      if (since < horizon_) return std::nullopt;
+      if (since < history_.horizon()) return std::nullopt;
       // Rows come in runs of one value (a day's rows appended together): a
       // value equal to the previous row's is not looked up again.
       where::detail::cell last;
       bool have_last = false;
       const auto note = [&](const Row& r) {
         const where::detail::cell c = entry->get(r);
-        if (have_last && same_cell(c, last)) return;
+        if (have_last && detail::same_cell(c, last)) return;
         seen.insert(where::detail::to_value(c));
         last = c;
         have_last = true;
       };
-      for (const change& c : changes_) {
+      for (const change& c : history_.records()) {
         if (c.last_version <= since) continue;
         if (c.appended) {
           const partition_log& part = parts_[c.partition];
@@ -544,240 +546,39 @@ class MemorySource {
   /// @brief Whether `column` has an index (built and not dropped).
   bool has_value_index(std::string_view column) const {
     std::lock_guard lock(mutex_);
-    return find_index(column) != nullptr;
+    return indexes_.find(column) != nullptr;
   }
 
   /// @brief Frees the index of `column`, if any (the next locate() on it
   /// builds it again).
   void drop_value_index(std::string_view column) {
     std::lock_guard lock(mutex_);
-    std::erase_if(indexes_, [&](const auto& ix) { return ix->column == column; });
+    indexes_.drop(column);
   }
 
  private:
-  // Rows per chunk: about 64 KiB of rows, at least 16.
-  static constexpr std::size_t chunk_rows = std::max<std::size_t>(16, (64 * 1024) / sizeof(Row));
-
-  // One partition: rows [start, end) are held, except the erased ones.
-  // chunks.front().rows[0] is the row at offset `base` (base <= start);
-  // every chunk is reserved to chunk_rows and never grows beyond it, so its
-  // rows never move. A chunk's `erased` flags are allocated on its first
-  // erase (empty: none erased); an erased or discarded row has been moved
-  // out into the change history and is never read again.
-  struct chunk {
-    std::vector<Row> rows;
-    std::vector<bool> erased;
-    bool live(std::size_t i) const { return erased.empty() || !erased[i]; }
-  };
-
-  struct partition_log {
-    std::uint64_t base = 0;
-    std::uint64_t start = 0;
-    std::uint64_t end = 0;
-    std::uint64_t dead = 0;  // erased rows in [start, end)
-    std::deque<chunk> chunks;
-
-    void push(Row&& row) {
-      if (chunks.empty() || chunks.back().rows.size() == chunk_rows) {
-        chunk c;
-        c.rows.reserve(chunk_rows);
-        chunks.push_back(std::move(c));
-      }
-      chunks.back().rows.push_back(std::move(row));
-      ++end;
-    }
-
-    // The row at `at` if it is held (not discarded nor erased), else null.
-    const Row* held_row(std::uint64_t at) const {
-      if (at < start || at >= end) return nullptr;
-      const chunk& c = chunk_at(at);
-      const std::size_t i = static_cast<std::size_t>((at - base) % chunk_rows);
-      return c.live(i) ? &c.rows[i] : nullptr;
-    }
-
-    chunk& chunk_at(std::uint64_t at) { return chunks[static_cast<std::size_t>((at - base) / chunk_rows)]; }
-    const chunk& chunk_at(std::uint64_t at) const {
-      return chunks[static_cast<std::size_t>((at - base) / chunk_rows)];
-    }
-
-    // Calls f on the live rows from `at` up to `end_at` or the end of at's
-    // chunk, whichever is first; returns the offset after the last row
-    // considered.
-    template <class F>
-    std::uint64_t visit_chunk(std::uint64_t at, std::uint64_t end_at, F& f) const {
-      const chunk& c = chunk_at(at);
-      const std::size_t first = static_cast<std::size_t>((at - base) % chunk_rows);
-      const std::size_t n =
-          static_cast<std::size_t>(std::min<std::uint64_t>(end_at - at, c.rows.size() - first));
-      for (std::size_t i = first; i < first + n; ++i)
-        if (c.live(i)) f(c.rows[i]);
-      return at + n;
-    }
-
-    // Calls f on the live rows in [from, to) (both within [start, end]).
-    template <class F>
-    void for_each_live(std::uint64_t from, std::uint64_t to, F&& f) const {
-      while (from < to) from = visit_chunk(from, to, f);
-    }
-
-    // Copies the live rows from `at` up to `end_at` or the end of at's
-    // chunk; returns the offset after the last row considered.
-    std::uint64_t copy(std::uint64_t at, std::uint64_t end_at, std::vector<Row>& out) const {
-      const chunk& c = chunk_at(at);
-      const std::size_t first = static_cast<std::size_t>((at - base) % chunk_rows);
-      const std::size_t n =
-          static_cast<std::size_t>(std::min<std::uint64_t>(end_at - at, c.rows.size() - first));
-      if (c.erased.empty()) {
-        out.insert(out.end(), c.rows.begin() + static_cast<std::ptrdiff_t>(first),
-                   c.rows.begin() + static_cast<std::ptrdiff_t>(first + n));
-      } else {
-        for (std::size_t i = first; i < first + n; ++i)
-          if (!c.erased[i]) out.push_back(c.rows[i]);
-      }
-      return at + n;
-    }
-
-    // Moves the live rows before `offset` into `removed` and drops them.
-    void discard_before(std::uint64_t offset, std::vector<Row>& removed) {
-      if (offset <= start) return;
-      for (std::uint64_t at = start; at < offset; ++at) {
-        chunk& c = chunk_at(at);
-        const std::size_t i = static_cast<std::size_t>((at - base) % chunk_rows);
-        if (c.live(i)) removed.push_back(std::move(c.rows[i]));
-        else --dead;
-      }
-      start = offset;
-      // Free the chunks that hold only discarded rows (a full chunk whose
-      // last row is before `start`).
-      while (!chunks.empty() && chunks.front().rows.size() == chunk_rows &&
-             base + chunk_rows <= start) {
-        chunks.pop_front();
-        base += chunk_rows;
-      }
-    }
-
-    // Marks the live rows matching pred as erased, moving them to `removed`.
-    template <class Pred>
-    void erase_where(Pred& pred, std::vector<Row>& removed) {
-      for (std::uint64_t at = start; at < end; ++at) {
-        chunk& c = chunk_at(at);
-        const std::size_t i = static_cast<std::size_t>((at - base) % chunk_rows);
-        if (!c.live(i) || !pred(std::as_const(c.rows[i]))) continue;
-        if (c.erased.empty()) c.erased.assign(chunk_rows, false);
-        c.erased[i] = true;
-        ++dead;
-        removed.push_back(std::move(c.rows[i]));
-      }
-    }
-  };
-
-  // One change record: rows appended to `partition` at offsets [from, to)
-  // by the appends of versions first_version..last_version, or removed rows
-  // (one discard_before or erase_where, of version last_version).
-  struct change {
-    std::uint64_t first_version = 0;
-    std::uint64_t last_version = 0;
-    bool appended = true;
-    std::uint32_t partition = 0;
-    std::uint64_t from = 0, to = 0;
-    std::vector<Row> removed;
-  };
+  using partition_log = detail::memory_partition_log<Row>;
+  using history_type = detail::memory_change_history<Row>;
+  using change = typename history_type::change;
+  using index_set = detail::memory_value_indexes<Row>;
+  using value_index = typename index_set::value_index;
+  using value_entry = typename index_set::value_entry;
+  using key_less = typename index_set::key_less;
+  static constexpr std::size_t chunk_rows = partition_log::chunk_rows;
 
   // Under the lock: an append of [from, end) to `partition` just happened.
   void note_append(std::uint32_t partition, std::uint64_t from) {
     ++version_;
     const std::uint64_t to = parts_[partition].end;
-    index_append(partition, from, to);
-    const bool observed = std::exchange(observed_, false);
-    if (!changes_.empty() && !observed) {
-      change& last = changes_.back();
-      if (last.appended && last.partition == partition && last.to == from) {
-        last.to = to;
-        last.last_version = version_;
-        return;
-      }
-    }
-    change c;
-    c.first_version = c.last_version = version_;
-    c.partition = partition;
-    c.from = from;
-    c.to = to;
-    changes_.push_back(std::move(c));
-    trim_changes();
+    indexes_.on_append(parts_, partition, from, to);
+    history_.note_append(partition, from, to, version_, /*extend=*/!std::exchange(observed_, false));
   }
 
   // Under the lock: rows were removed (none: nothing changed).
   void note_removal(std::vector<Row>&& removed) {
     if (removed.empty()) return;
     ++version_;
-    change c;
-    c.first_version = c.last_version = version_;
-    c.appended = false;
-    removed_rows_ += removed.size();
-    c.removed = std::move(removed);
-    changes_.push_back(std::move(c));
-    trim_changes();
-  }
-
-  void pop_change() {
-    change& c = changes_.front();
-    removed_rows_ -= c.removed.size();
-    horizon_ = std::max(horizon_, c.last_version);
-    changes_.pop_front();
-  }
-
-  void trim_changes() {
-    while (!changes_.empty() && (changes_.size() > options_.change_history_records ||
-                                 removed_rows_ > options_.change_history_rows))
-      pop_change();
-  }
-
-  // ---- Value indexes (see "Reading by value" in the header comment) ----
-
-  // Two cells hold the same value (NaN never does: it is looked up).
-  static bool same_cell(const where::detail::cell& a, const where::detail::cell& b) noexcept {
-    return a.k == b.k && a.i == b.i && a.j == b.j && a.d == b.d && a.s == b.s;
-  }
-
-  // where::value's structural order, made a strict weak order for doubles:
-  // NaNs after every number and equivalent to each other.
-  struct key_less {
-    bool operator()(const where::value& a, const where::value& b) const noexcept {
-      if (a.type() == where::kind::float64 && b.type() == where::kind::float64) {
-        const double x = a.as_double(), y = b.as_double();
-        const bool nx = x != x, ny = y != y;
-        if (nx || ny) return !nx && ny;
-        return x < y;
-      }
-      return a < b;
-    }
-  };
-
-  // The offsets of one value's rows in one partition: offsets[head..] are
-  // held, ascending (the ones before head were discarded; compacted away
-  // once they are half of the vector).
-  struct value_slot {
-    std::vector<std::uint64_t> offsets;
-    std::size_t head = 0;
-    bool empty() const noexcept { return head == offsets.size(); }
-  };
-  struct value_entry {
-    std::vector<value_slot> parts;  // by partition (as far as one holds the value)
-    bool empty() const noexcept {
-      return std::all_of(parts.begin(), parts.end(), [](const value_slot& s) { return s.empty(); });
-    }
-  };
-  struct value_index {
-    std::string column;
-    const where::detail::column_entry<Row>* get = nullptr;
-    std::map<where::value, value_entry, key_less> values;
-  };
-
-  // Under the lock: the index of `column`, or null.
-  value_index* find_index(std::string_view column) const {
-    for (const auto& ix : indexes_)
-      if (ix->column == column) return ix.get();
-    return nullptr;
+    history_.note_removal(std::move(removed), version_);
   }
 
   // Under the lock: the index of `column`, built if need be; null when Row
@@ -785,151 +586,17 @@ class MemorySource {
   const value_index* index_of(std::string_view column) const
     requires has_schema<Row>
   {
-    if (value_index* ix = find_index(column)) return ix;
-    const auto* entry = where::detail::find_column<Row>(column);
-    if (!entry || entry->k == where::kind::null) return nullptr;
-    auto ix = std::make_unique<value_index>();
-    ix->column = std::string(column);
-    ix->get = entry;
-    for (std::uint32_t p = 0; p < parts_.size(); ++p) add_rows(*ix, p, parts_[p].start, parts_[p].end);
-    indexes_.reserve(indexes_.size() + 1);
-    indexes_.push_back(std::move(ix));
-    return indexes_.back().get();
-  }
-
-  // Adds the held rows of `partition` in [from, to) (after every offset the
-  // index holds for that partition).
-  void add_rows(value_index& ix, std::uint32_t partition, std::uint64_t from, std::uint64_t to) const {
-    const partition_log& part = parts_[partition];
-    value_slot* slot = nullptr;
-    where::detail::cell last;
-    for (std::uint64_t at = from; at < to; ++at) {
-      const Row* r = part.held_row(at);
-      if (r == nullptr) continue;
-      const where::detail::cell c = ix.get->get(*r);
-      if (slot == nullptr || !same_cell(c, last)) {
-        value_entry& e = ix.values[where::detail::to_value(c)];
-        if (e.parts.size() <= partition) e.parts.resize(partition + 1);
-        slot = &e.parts[partition];
-        last = c;
-      }
-      slot->offsets.push_back(at);
-    }
-  }
-
-  // Under the lock: rows [from, to) were appended to `partition`.
-  void index_append(std::uint32_t partition, std::uint64_t from, std::uint64_t to) noexcept {
-    if (indexes_.empty()) return;
-    try {
-      for (auto& ix : indexes_) add_rows(*ix, partition, from, to);
-    } catch (...) {
-      indexes_.clear();  // out of memory: rebuilt by the next locate()
-    }
-  }
-
-  // Under the lock: `removed` (removed[bounds[p], bounds[p + 1]) from
-  // partition p) were erased or discarded. Each slot of a value they held
-  // drops its offsets of rows no longer held: a discard moves `head` past
-  // the partition's start; an erase filters the slot.
-  void index_forget(const std::vector<Row>& removed, const std::vector<std::size_t>& bounds,
-                    bool erased) noexcept {
-    if (indexes_.empty() || removed.empty()) return;
-    try {
-      for (auto& ix : indexes_) {
-        using iterator = typename decltype(ix->values)::iterator;
-        std::vector<std::pair<iterator, std::uint32_t>> touched;
-        for (std::uint32_t p = 0; p + 1 < bounds.size(); ++p) {
-          where::detail::cell last;
-          bool have_last = false;
-          for (std::size_t i = bounds[p]; i < bounds[p + 1]; ++i) {
-            const where::detail::cell c = ix->get->get(removed[i]);
-            if (have_last && same_cell(c, last)) continue;
-            last = c;
-            have_last = true;
-            auto it = ix->values.find(where::detail::to_value(c));
-            if (it != ix->values.end()) touched.emplace_back(it, p);
-          }
-        }
-        const auto order = [](const auto& a, const auto& b) {
-          if (a.first != b.first) return std::less<const value_entry*>{}(&a.first->second, &b.first->second);
-          return a.second < b.second;
-        };
-        const auto same = [](const auto& a, const auto& b) { return a.first == b.first && a.second == b.second; };
-        std::sort(touched.begin(), touched.end(), order);
-        touched.erase(std::unique(touched.begin(), touched.end(), same), touched.end());
-        for (std::size_t i = 0; i < touched.size();) {
-          const iterator it = touched[i].first;
-          for (; i < touched.size() && touched[i].first == it; ++i) {
-            const std::uint32_t p = touched[i].second;
-            if (it->second.parts.size() > p) purge(it->second.parts[p], parts_[p], erased);
-          }
-          if (it->second.empty()) ix->values.erase(it);  // its last row went
-        }
-      }
-    } catch (...) {
-      indexes_.clear();  // out of memory: rebuilt by the next locate()
-    }
-  }
-
-  static void purge(value_slot& s, const partition_log& part, bool erased) {
-    auto& o = s.offsets;
-    s.head = static_cast<std::size_t>(
-        std::lower_bound(o.begin() + static_cast<std::ptrdiff_t>(s.head), o.end(), part.start) - o.begin());
-    if (erased) {
-      o.erase(std::remove_if(o.begin() + static_cast<std::ptrdiff_t>(s.head), o.end(),
-                             [&](std::uint64_t at) { return part.held_row(at) == nullptr; }),
-              o.end());
-    }
-    if (s.head > 0 && s.head * 2 >= o.size()) {
-      o.erase(o.begin(), o.begin() + static_cast<std::ptrdiff_t>(s.head));
-      s.head = 0;
-    }
-    if (o.capacity() > 64 && o.size() * 4 < o.capacity()) o.shrink_to_fit();
+    return indexes_.get(column, parts_);
   }
 
   // Under the lock: the locations of the rows of `found` (distinct values),
-  // partition by partition, each partition's merged into offset order.
+  // partition by partition, each partition's in offset order.
   std::vector<row_location> gather(const std::vector<const value_entry*>& found) const {
-    std::size_t n = 0;
-    for (const value_entry* e : found)
-      for (const value_slot& s : e->parts) n += s.offsets.size() - s.head;
     std::vector<row_location> out;
-    out.reserve(n);
-    std::vector<std::span<const std::uint64_t>> runs;
-    for (std::uint32_t p = 0; p < parts_.size(); ++p) {
-      runs.clear();
-      for (const value_entry* e : found) {
-        if (e->parts.size() <= p || e->parts[p].empty()) continue;
-        const value_slot& s = e->parts[p];
-        runs.emplace_back(s.offsets.data() + s.head, s.offsets.size() - s.head);
-      }
-      merge(p, runs, out);
-    }
+    out.reserve(index_set::rows_of(found));
+    index_set::gather(found, static_cast<std::uint32_t>(parts_.size()),
+                      [&](std::uint32_t partition, std::uint64_t at) { out.push_back(row_location{partition, at}); });
     return out;
-  }
-
-  // Appends the union of the ascending, disjoint `runs` to `out`, in order:
-  // a heap of the runs by their next offset, each run copied from while it
-  // stays below the next one's (rows of one value tend to be consecutive).
-  static void merge(std::uint32_t partition, std::vector<std::span<const std::uint64_t>>& runs,
-                    std::vector<row_location>& out) {
-    if (runs.size() == 1) {
-      for (std::uint64_t at : runs[0]) out.push_back(row_location{partition, at});
-      return;
-    }
-    using item = std::pair<std::uint64_t, std::size_t>;  // next offset, run
-    std::priority_queue<item, std::vector<item>, std::greater<item>> heap;
-    for (std::size_t i = 0; i < runs.size(); ++i) heap.emplace(runs[i].front(), i);
-    while (!heap.empty()) {
-      const std::size_t i = heap.top().second;
-      heap.pop();
-      const std::uint64_t bound = heap.empty() ? std::numeric_limits<std::uint64_t>::max() : heap.top().first;
-      auto& r = runs[i];
-      std::size_t k = 0;
-      while (k < r.size() && r[k] < bound) out.push_back(row_location{partition, r[k++]});
-      r = r.subspan(k);
-      if (!r.empty()) heap.emplace(r.front(), i);
-    }
   }
 
   [[noreturn]] void fail(const std::string& detail) const {
@@ -979,11 +646,9 @@ class MemorySource {
   mutable std::mutex mutex_;
   std::vector<partition_log> parts_;
   std::uint64_t version_ = 0;
-  std::uint64_t horizon_ = 0;        // smallest `since` changed_values() answers
-  std::uint64_t removed_rows_ = 0;   // rows held by the removal records
-  std::deque<change> changes_;
+  history_type history_;  // what changed_values() reads
   // The value indexes built by locate() (none until then).
-  mutable std::vector<std::unique_ptr<value_index>> indexes_;
+  mutable index_set indexes_;
   // The current version was reported to a reader: the next append starts a
   // new change record (so changed_values is exact for reported versions).
   mutable bool observed_ = false;

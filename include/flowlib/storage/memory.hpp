@@ -21,21 +21,19 @@
 #pragma once
 
 #include <flowlib/detail/prefetch.hpp>
+#include <flowlib/detail/slot_iterator.hpp>
 #include <flowlib/detail/slot_segments.hpp>
 #include <flowlib/error.hpp>
+#include <flowlib/storage/detail/preimage_buffer.hpp>
 #include <flowlib/storage/row_store.hpp>
 
 #include <algorithm>
 #include <cassert>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <limits>
-#include <memory>
 #include <new>
-#include <optional>
 #include <ranges>
 #include <span>
 #include <type_traits>
@@ -76,70 +74,8 @@ namespace detail {
 /// lists the rows in that order) and sets aside a record of its own for the
 /// row's old value; the other half, which may run on any thread, moves the
 /// old value into that record and the new value into the slot. The records
-/// live in a buffer of their own (pre_), reserved before the commit.
-/// The records of prepared assigns: rows built in place at the index a
-/// ticket names, in a buffer reserved ahead (reserve() may throw; take()
-/// and construct() cannot). Every index below size() holds a row once its
-/// assign ran; clear() destroys them.
-template <class Row>
-class preimage_buffer {
- public:
-  preimage_buffer() = default;
-  preimage_buffer(const preimage_buffer&) = delete;
-  preimage_buffer& operator=(const preimage_buffer&) = delete;
-  preimage_buffer(preimage_buffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)),
-        cap_(std::exchange(o.cap_, 0)),
-        used_(std::exchange(o.used_, 0)) {}
-  preimage_buffer& operator=(preimage_buffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      data_ = std::exchange(o.data_, nullptr);
-      cap_ = std::exchange(o.cap_, 0);
-      used_ = std::exchange(o.used_, 0);
-    }
-    return *this;
-  }
-  ~preimage_buffer() { release(); }
-
-  std::size_t size() const noexcept { return used_; }
-  /// Room for n records in all (the rows held are moved to a new buffer).
-  void reserve(std::size_t n) {
-    if (n <= cap_) return;
-    std::allocator<Row> a;
-    const std::size_t cap = std::max(n, 2 * cap_);
-    Row* d = a.allocate(cap);
-    for (std::size_t i = 0; i < used_; ++i) {
-      ::new (static_cast<void*>(d + i)) Row(std::move(data_[i]));
-      data_[i].~Row();
-    }
-    if (data_ != nullptr) a.deallocate(data_, cap_);
-    data_ = d;
-    cap_ = cap;
-  }
-  /// The next record's index (room reserved).
-  std::size_t take() noexcept { return used_++; }
-  void construct(std::size_t i, Row&& r) noexcept { ::new (static_cast<void*>(data_ + i)) Row(std::move(r)); }
-  Row& operator[](std::size_t i) noexcept { return data_[i]; }
-  void clear() noexcept {
-    if constexpr (!std::is_trivially_destructible_v<Row>) {
-      for (std::size_t i = 0; i < used_; ++i) data_[i].~Row();
-    }
-    used_ = 0;
-  }
-
- private:
-  void release() noexcept {
-    clear();
-    if (data_ != nullptr) std::allocator<Row>{}.deallocate(data_, cap_);
-    data_ = nullptr;
-    cap_ = 0;
-  }
-  Row* data_ = nullptr;
-  std::size_t cap_ = 0;
-  std::size_t used_ = 0;
-};
-
+/// live in a buffer of their own (pre_: storage/detail/preimage_buffer.hpp),
+/// reserved before the commit.
 template <class Row>
 class memory_row_store {
   static_assert(std::is_nothrow_move_constructible_v<Row> && std::is_nothrow_move_assignable_v<Row>,
@@ -521,7 +457,7 @@ class memory_row_store {
   /// flow restored from a checkpoint learns its rows' ids with it).
   template <class F>
   void for_each_row(F&& f) const {
-    for (std::size_t i = next_live(0); i < bound_; i = next_live(i + 1)) f(static_cast<row_id>(i), row(static_cast<row_id>(i)));
+    for (std::size_t i = next_occupied(0); i < bound_; i = next_occupied(i + 1)) f(static_cast<row_id>(i), row(static_cast<row_id>(i)));
   }
   /// Hint that row `id` is about to be read or written.
   void prefetch(row_id id) const noexcept {
@@ -551,39 +487,11 @@ class memory_row_store {
   /// the store lives (it sees rows inserted after it was made).
   class rows_view : public std::ranges::view_interface<rows_view> {
    public:
-    class iterator {
-     public:
-      using iterator_concept = std::forward_iterator_tag;
-      using iterator_category = std::forward_iterator_tag;
-      using value_type = Row;
-      using difference_type = std::ptrdiff_t;
-      using pointer = const Row*;
-      using reference = const Row&;
-
-      iterator() = default;
-      reference operator*() const noexcept { return s_->row(i_); }
-      pointer operator->() const noexcept { return &s_->row(i_); }
-      iterator& operator++() noexcept {
-        i_ = s_->next_live(i_ + 1);
-        return *this;
-      }
-      iterator operator++(int) noexcept {
-        iterator old = *this;
-        ++*this;
-        return old;
-      }
-      friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
-
-     private:
-      friend class rows_view;
-      iterator(const memory_row_store* s, std::size_t i) noexcept : s_(s), i_(i) {}
-      const memory_row_store* s_ = nullptr;
-      std::size_t i_ = 0;
-    };
+    using iterator = slot_iterator<memory_row_store, Row, true>;
 
     rows_view() = default;
     explicit rows_view(const memory_row_store* s) noexcept : s_(s) {}
-    iterator begin() const noexcept { return {s_, s_->next_live(0)}; }
+    iterator begin() const noexcept { return {s_, s_->next_occupied(0)}; }
     iterator end() const noexcept { return {s_, s_->bound_}; }
 
    private:
@@ -598,6 +506,10 @@ class memory_row_store {
     return *std::launder(reinterpret_cast<const Row*>(slot_at(id)->bytes));
   }
   bool is_live(std::size_t id) const noexcept { return (flags(id) & live_bit) != 0; }
+  // The iteration protocol of slot_iterator (rows_view).
+  template <class, class, bool>
+  friend class slot_iterator;
+  const Row& slot_value(std::size_t id) const noexcept { return row(static_cast<row_id>(id)); }
   unsigned char& flags(std::size_t id) const noexcept { return segs_.flags(id); }
   // Grows v's capacity to at least n, geometrically (repeated small
   // reserves stay linear in total).
@@ -711,7 +623,7 @@ class memory_row_store {
     }
     return static_cast<row_id>(bound_++);
   }
-  std::size_t next_live(std::size_t i) const noexcept {
+  std::size_t next_occupied(std::size_t i) const noexcept {
     while (i < bound_ && !is_live(i)) ++i;
     return i;
   }

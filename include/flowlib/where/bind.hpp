@@ -240,10 +240,38 @@ class bound {
     return push(b);
   }
 
+  // A comparison: a fast one when it sets a column against a row-independent
+  // value (either way round), else one over the two compiled operands.
+  std::uint32_t compile_comparison(const detail::node& n) {
+    using detail::op;
+    node_t b;
+    int ci = detail::cmp_index(n.o);
+    const detail::node* c = n.kids[0].get();
+    const detail::node* k = n.kids[1].get();
+    if (c->o != op::column) {
+      std::swap(c, k);
+      static constexpr int flipped[6] = {0, 1, 4, 5, 2, 3};
+      ci = flipped[ci];
+    }
+    if (c->o == op::column && detail::row_independent(*k)) {
+      b.o = detail::bop::fast_cmp;
+      b.cmp = static_cast<std::uint8_t>(ci);
+      b.fast = detail::require_column<Row>(c->name, flow_).cmp[static_cast<std::size_t>(ci)];
+      b.slot = nodes_[fold_point(*k)].slot;
+      return push(b);
+    }
+    b.o = detail::bop::cmp;
+    b.cmp = static_cast<std::uint8_t>(detail::cmp_index(n.o));
+    b.a = compile(*n.kids[0]);
+    b.b = compile(*n.kids[1]);
+    return push(b);
+  }
+
   // Builds the bound program for `n`; returns its node index.
   std::uint32_t compile(const detail::node& n) {
     using detail::op;
     if (detail::row_independent(n)) return fold_point(n);
+    if (detail::is_comparison(n.o)) return compile_comparison(n);
     node_t b;
     // A node of `o` over the two compiled operands.
     const auto binary = [&](detail::bop o) {
@@ -261,30 +289,6 @@ class bound {
       case op::rand: b.o = detail::bop::rand; return push(b);
       case op::add:
       case op::sub: return binary(n.o == op::add ? detail::bop::add : detail::bop::sub);
-      case op::eq:
-      case op::ne:
-      case op::lt:
-      case op::le:
-      case op::gt:
-      case op::ge: {
-        int ci = detail::cmp_index(n.o);
-        const detail::node* c = n.kids[0].get();
-        const detail::node* k = n.kids[1].get();
-        if (c->o != op::column) {
-          std::swap(c, k);
-          static constexpr int flipped[6] = {0, 1, 4, 5, 2, 3};
-          ci = flipped[ci];
-        }
-        if (c->o == op::column && detail::row_independent(*k)) {
-          b.o = detail::bop::fast_cmp;
-          b.cmp = static_cast<std::uint8_t>(ci);
-          b.fast = detail::require_column<Row>(c->name, flow_).cmp[static_cast<std::size_t>(ci)];
-          b.slot = nodes_[fold_point(*k)].slot;
-          return push(b);
-        }
-        b.cmp = static_cast<std::uint8_t>(detail::cmp_index(n.o));
-        return binary(detail::bop::cmp);
-      }
       case op::between:
         // `column BETWEEN k1 AND k2` is exactly `column >= k1 AND column <= k2`
         // (SQL defines it so, nulls included): two fast comparisons.
@@ -329,7 +333,7 @@ class bound {
       case op::and_:
       case op::or_: return binary(n.o == op::and_ ? detail::bop::and_ : detail::bop::or_);
       case op::not_: b.o = detail::bop::not_; b.a = compile(*n.kids[0]); return push(b);
-      default: return fold_point(n);  // unreachable: leaves are row-independent
+      default: return fold_point(n);  // unreachable: leaves are row-independent, comparisons above
     }
   }
 

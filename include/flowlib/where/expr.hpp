@@ -147,6 +147,13 @@ inline int level(op o) noexcept {
 inline void print(const node& n, int need, std::string& s) {
   const bool paren = level(n.o) < need;
   if (paren) s += '(';
+  // `left text right`: the first two operands around an operator, printed
+  // at the levels `left` and `right` ask for.
+  const auto infix = [&](int left, std::string_view text, int right) {
+    print(*n.kids[0], left, s);
+    s += text;
+    print(*n.kids[1], right, s);
+  };
   switch (n.o) {
     case op::literal: s += n.lit.to_string(); break;
     case op::column: s += quote_column(n.name); break;
@@ -163,14 +170,10 @@ inline void print(const node& n, int need, std::string& s) {
     case op::ge:
       // A binary operator. + and - associate to the left: a right operand
       // of their own level keeps its parentheses (a - (b - c)).
-      print(*n.kids[0], 5, s);
-      s += op_text(n.o);
-      print(*n.kids[1], n.o == op::add || n.o == op::sub ? 6 : 5, s);
+      infix(5, op_text(n.o), n.o == op::add || n.o == op::sub ? 6 : 5);
       break;
     case op::between:
-      print(*n.kids[0], 5, s);
-      s += " BETWEEN ";
-      print(*n.kids[1], 5, s);
+      infix(5, " BETWEEN ", 5);
       s += " AND ";
       print(*n.kids[2], 5, s);
       break;
@@ -188,14 +191,10 @@ inline void print(const node& n, int need, std::string& s) {
       s += " IS NULL";
       break;
     case op::and_:
-      print(*n.kids[0], 2, s);
-      s += " AND ";
-      print(*n.kids[1], 3, s);
+      infix(2, " AND ", 3);
       break;
     case op::or_:
-      print(*n.kids[0], 1, s);
-      s += " OR ";
-      print(*n.kids[1], 2, s);
+      infix(1, " OR ", 2);
       break;
     case op::not_:
       s += "NOT ";

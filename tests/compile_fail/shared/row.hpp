@@ -1,6 +1,7 @@
 // The rows of the pipeline and REPLACE USING negative tests: a row with a
-// key and a sequence, another row type with the same columns, and REPLACE
-// USING over the first.
+// key and a sequence, another row type with the same columns, REPLACE
+// USING over the first, a pipeline with a source and a target, and REPLACE
+// USING applied to a table.
 #pragma once
 
 #include <flowlib/checkpoint/memory.hpp>
@@ -28,3 +29,20 @@ struct Other {
 FLOWLIB_SCHEMA(Other, id, seq);
 
 using RowUsing = flowlib::ReplaceUsing<flowlib::Key<&Row::id>, flowlib::Seq<&Row::seq>>;
+
+/// A pipeline, its checkpoint, a source of SourceRow and a target table.
+template <class SourceRow = Row, class Table = flowlib::StreamingTable<Row>>
+struct pipeline_rig {
+  flowlib::MemorySource<SourceRow> feed{"feed"};
+  Table t{"t"};
+  flowlib::MemoryCheckpoint ckpt;
+  flowlib::Pipeline p{"p", ckpt};
+};
+
+/// Applies REPLACE USING to one row: instantiates everything apply() checks.
+template <class Table>
+int apply_one_row(Table&& t) {
+  RowUsing flow{"f"};
+  flow.apply(t, std::vector<Row>{{1, 1}});
+  return 0;
+}

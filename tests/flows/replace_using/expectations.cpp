@@ -1,8 +1,9 @@
 // Expectations (docs/semantics.md#expectations) and their interplay with REPLACE
-// USING (R-USING-8): one TEST_CASE per clause, templated over every storage
-// policy.
+// USING (R-USING-8): one TEST_CASE per clause, templated over the suites'
+// storage policies.
 #include <flowlib/flowlib.hpp>
 
+#include <support/errors.hpp>
 #include <support/reference_model.hpp>
 #include <support/storage_policies.hpp>
 
@@ -32,10 +33,11 @@ using Flow = fl::ReplaceUsing<fl::Key<&Booking::booking_id>, fl::Seq<&Booking::b
 template <class Storage>
 using Table = fl::StreamingTable<Booking, Storage>;
 
-inline auto positive_amount() {
-  return fl::expectations(
-      fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; }));
+/// The drop expectation most cases use, alone or with others.
+inline auto drop_non_positive() {
+  return fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; });
 }
+inline auto positive_amount() { return fl::expectations(drop_non_positive()); }
 
 using flowtest::sorted;
 
@@ -53,101 +55,77 @@ void fill(Table<Storage>& t, Flow& f) {
   f.apply(t, std::vector<Booking>{{1, "a", 100, 5}, {1, "b", 200, 5}, {2, "c", 300, 5}});
 }
 
-TEST_CASE_TEMPLATE("R-USING-8 (a): a dropped row replaces, deletes and modifies nothing", Storage,
-                   FLOWTEST_STORAGE_POLICIES) {
+/// A filled target and its flow, given batches under positive_amount().
+template <class Storage>
+struct filled {
   Table<Storage> t{"bookings"};
   Flow flow{"bookings_flow"};
-  fill(t, flow);
-  const auto before = snapshot(t, flow);
-  const auto stats = flow.apply(t,
-                                std::vector<Booking>{
-                                    {1, "higher but invalid", 0, 9},  // would replace booking 1
-                                    {2, "equal but invalid", -1, 5},  // would append to booking 2
-                                    {3, "new but invalid", 0, 1},     // would insert booking 3
-                                },
-                                positive_amount());
-  CHECK(snapshot(t, flow) == before);
-  CHECK(flow.sequence_of(3) == std::nullopt);
-  CHECK(stats.input_rows == 3);
-  CHECK(stats.dropped_rows == 3);
-  CHECK(stats.applied_rows == 0);
-  CHECK(stats.replaced_rows == 0);
-  CHECK(stats.superseded_rows == 0);
-  CHECK(stats.ignored_late_rows == 0);
-  CHECK(flowtest::rows_accounted(stats));
+  filled() { fill(t, flow); }
+  fl::BatchStats apply(const std::vector<Booking>& batch) { return flow.apply(t, batch, positive_amount()); }
+};
+
+TEST_CASE_TEMPLATE("R-USING-8 (a): a dropped row replaces, deletes and modifies nothing", Storage,
+                   FLOWTEST_STORAGE_POLICIES) {
+  filled<Storage> f;
+  const auto before = snapshot(f.t, f.flow);
+  const auto stats = f.apply({
+      {1, "higher but invalid", 0, 9},  // would replace booking 1
+      {2, "equal but invalid", -1, 5},  // would append to booking 2
+      {3, "new but invalid", 0, 1},     // would insert booking 3
+  });
+  CHECK(snapshot(f.t, f.flow) == before);
+  CHECK(f.flow.sequence_of(3) == std::nullopt);
+  CHECK(flowtest::counts_of(stats) == flowtest::using_counts{.input = 3, .dropped = 3});
 }
 
 TEST_CASE_TEMPLATE("R-USING-8 (b): drops happen before the per-key maximum: the latest VALID "
                    "version wins",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  Table<Storage> t{"bookings"};
-  Flow flow{"bookings_flow"};
-  fill(t, flow);
-  const auto stats = flow.apply(t,
-                                std::vector<Booking>{
-                                    {1, "valid 6", 10, 6},
-                                    {1, "invalid 9", 0, 9},
-                                    {1, "valid 7", 20, 7},
-                                    {1, "invalid 8", -5, 8},
-                                    {2, "invalid 6", 0, 6},
-                                    {2, "valid 4", 1, 4},  // older than the target: ignored
-                                },
-                                positive_amount());
-  CHECK(t.sorted_rows() == sorted<Booking>({{1, "valid 7", 20, 7}, {2, "c", 300, 5}}));
-  CHECK(flow.sequence_of(1) == 7);
-  CHECK(flow.sequence_of(2) == 5);
-  CHECK(stats.dropped_rows == 3);
-  CHECK(stats.superseded_rows == 1);  // "valid 6", below the valid maximum 7
-  CHECK(stats.replaced_rows == 2);
-  CHECK(stats.applied_rows == 1);
-  CHECK(stats.ignored_late_rows == 1);
-  CHECK(flowtest::rows_accounted(stats));
+  filled<Storage> f;
+  const auto stats = f.apply({
+      {1, "valid 6", 10, 6},
+      {1, "invalid 9", 0, 9},
+      {1, "valid 7", 20, 7},
+      {1, "invalid 8", -5, 8},
+      {2, "invalid 6", 0, 6},
+      {2, "valid 4", 1, 4},  // older than the target: ignored
+  });
+  CHECK(f.t.sorted_rows() == sorted<Booking>({{1, "valid 7", 20, 7}, {2, "c", 300, 5}}));
+  CHECK(f.flow.sequence_of(1) == 7);
+  CHECK(f.flow.sequence_of(2) == 5);
+  // Superseded: "valid 6", below the valid maximum 7.
+  CHECK(flowtest::counts_of(stats) == flowtest::using_counts{.input = 6, .dropped = 3, .superseded = 1,
+                                                             .ignored_late = 1, .applied = 1, .replaced = 2});
 }
 
 TEST_CASE_TEMPLATE("R-USING-8 (c): a key all of whose incoming rows were dropped keeps its target rows",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  Table<Storage> t{"bookings"};
-  Flow flow{"bookings_flow"};
-  fill(t, flow);
-  const auto stats = flow.apply(t,
-                                std::vector<Booking>{
-                                    {1, "x", 0, 6},
-                                    {1, "y", 0, 5},
-                                    {1, "z", -1, 100},
-                                    {2, "updated", 400, 6},
-                                },
-                                positive_amount());
-  CHECK(t.sorted_rows() == sorted<Booking>({{1, "a", 100, 5}, {1, "b", 200, 5}, {2, "updated", 400, 6}}));
-  CHECK(flow.sequence_of(1) == 5);
-  CHECK(flow.key_count() == 2);
+  filled<Storage> f;
+  const auto stats = f.apply({{1, "x", 0, 6}, {1, "y", 0, 5}, {1, "z", -1, 100}, {2, "updated", 400, 6}});
+  CHECK(f.t.sorted_rows() == sorted<Booking>({{1, "a", 100, 5}, {1, "b", 200, 5}, {2, "updated", 400, 6}}));
+  CHECK(f.flow.sequence_of(1) == 5);
+  CHECK(f.flow.key_count() == 2);
   CHECK(stats.dropped_rows == 3);
   CHECK(stats.replaced_rows == 1);
 }
 
 TEST_CASE_TEMPLATE("R-USING-8 (d): a dropped row sets no sequence floor", Storage,
                    FLOWTEST_STORAGE_POLICIES) {
-  Table<Storage> t{"bookings"};
-  Flow flow{"bookings_flow"};
-  fill(t, flow);
-
+  filled<Storage> f;
   SUBCASE("in a later batch") {
-    flow.apply(t, std::vector<Booking>{{1, "invalid 50", 0, 50}, {4, "invalid new key", 0, 50}},
-               positive_amount());
-    CHECK(flow.sequence_of(1) == 5);
-    CHECK(flow.sequence_of(4) == std::nullopt);
-    const auto stats = flow.apply(t, std::vector<Booking>{{1, "valid 6", 1, 6}, {4, "valid 1", 1, 1}},
-                                  positive_amount());
+    f.apply({{1, "invalid 50", 0, 50}, {4, "invalid new key", 0, 50}});
+    CHECK(f.flow.sequence_of(1) == 5);
+    CHECK(f.flow.sequence_of(4) == std::nullopt);
+    const auto stats = f.apply({{1, "valid 6", 1, 6}, {4, "valid 1", 1, 1}});
     CHECK(stats.applied_rows == 2);
     CHECK(stats.ignored_late_rows == 0);
-    CHECK(t.sorted_rows() ==
-          sorted<Booking>({{1, "valid 6", 1, 6}, {2, "c", 300, 5}, {4, "valid 1", 1, 1}}));
+    CHECK(f.t.sorted_rows() == sorted<Booking>({{1, "valid 6", 1, 6}, {2, "c", 300, 5}, {4, "valid 1", 1, 1}}));
   }
   SUBCASE("in the same batch, after the dropped row") {
-    const auto stats = flow.apply(
-        t, std::vector<Booking>{{1, "invalid 50", 0, 50}, {1, "valid 6", 1, 6}}, positive_amount());
+    const auto stats = f.apply({{1, "invalid 50", 0, 50}, {1, "valid 6", 1, 6}});
     CHECK(stats.applied_rows == 1);
     CHECK(stats.superseded_rows == 0);
-    CHECK(flow.sequence_of(1) == 6);
+    CHECK(f.flow.sequence_of(1) == 6);
   }
 }
 
@@ -190,7 +168,7 @@ TEST_CASE_TEMPLATE("R-EXPECT-1 fail: the batch stops, the error names the expect
   Table<Storage> t{"bookings"};
   Flow flow{"bookings_flow"};
   const auto checks = fl::expectations(
-      fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; }),
+      drop_non_positive(),
       fl::expect_or_fail("known_status", [](const Booking& b) { return b.status != "???"; }));
 
   SUBCASE("on the first batch: the table is not even claimed") {
@@ -211,20 +189,8 @@ TEST_CASE_TEMPLATE("R-EXPECT-1 fail: the batch stops, the error names the expect
       {7, "???", 10, 3},        // fails the batch
       {8, "after", 10, 1},
   };
-  try {
-    flow.apply(t, batch, checks);
-    FAIL("no exception");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::expectation_failed);
-    CHECK(e.flow() == "bookings_flow");
-    CHECK(e.column() == "known_status");
-    CHECK(e.key() == "booking_id=7");
-    const std::string what = e.what();
-    CHECK(what.find("known_status") != std::string::npos);
-    CHECK(what.find("booking_id=7") != std::string::npos);
-    CHECK(what.find("bookings_flow") != std::string::npos);
-    CHECK(what.find("EXPECTATION_VIOLATION") != std::string::npos);
-  }
+  flowtest::check_flow_error(flowtest::error_of([&] { flow.apply(t, batch, checks); }), fl::errc::expectation_failed,
+                             "bookings_flow", "known_status", "booking_id=7", {"EXPECTATION_VIOLATION"});
   CHECK(snapshot(t, flow) == before);
 
   // The flow goes on as if the failed batch never came; its counts do not leak.
@@ -251,7 +217,7 @@ TEST_CASE_TEMPLATE("R-EXPECT-2: passed and failed counts per expectation, in dec
   Flow flow{"bookings_flow"};
   const auto checks = fl::expectations(
       fl::expect("has_status", [](const Booking& b) { return !b.status.empty(); }),
-      fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; }),
+      drop_non_positive(),
       fl::expect("small_amount", [](const Booking& b) { return b.total_amount < 1000; },
                  fl::on_violation::warn),
       fl::expect("id_positive", [](const Booking& b) { return b.booking_id > 0; }, fl::on_violation::drop));
@@ -284,27 +250,24 @@ TEST_CASE_TEMPLATE("R-EXPECT-2: passed and failed counts per expectation, in dec
 TEST_CASE_TEMPLATE("R-EXPECT-1: a row violating a drop and a fail expectation fails the batch, and the "
                    "first failing expectation is named",
                    Storage, FLOWTEST_STORAGE_POLICIES) {
-  Table<Storage> t{"bookings"};
-  Flow flow{"bookings_flow"};
   const auto checks = fl::expectations(
-      fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; }),
+      drop_non_positive(),
       fl::expect_or_fail("has_status", [](const Booking& b) { return !b.status.empty(); }),
       fl::expect_or_fail("bounded_amount",
                          [](const Booking& b) { return b.total_amount > -1000 && b.total_amount < 1000; }));
-  try {
-    flow.apply(t, std::vector<Booking>{{1, "ok", 1, 1}, {2, "", -5000, 1}}, checks);
-    FAIL("no exception");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::expectation_failed);
-    CHECK(e.column() == "has_status");
-    CHECK(e.key() == "booking_id=2");
-  }
+  Table<Storage> t{"bookings"};
+  Flow flow{"bookings_flow"};
+  const fl::error e = flowtest::error_of(
+      [&] { flow.apply(t, std::vector<Booking>{{1, "ok", 1, 1}, {2, "", -5000, 1}}, checks); });
+  CHECK(e.code() == fl::errc::expectation_failed);
+  CHECK(e.column() == "has_status");
+  CHECK(e.key() == "booking_id=2");
   CHECK(t.empty());
 }
 
 TEST_CASE("Expectations::filter: the standalone operator") {
   const auto checks = fl::expectations(
-      fl::expect_or_drop("positive_amount", [](const Booking& b) { return b.total_amount > 0; }),
+      drop_non_positive(),
       fl::expect("has_status", [](const Booking& b) { return !b.status.empty(); }));
   const std::list<Booking> batch{{1, "a", 1, 1}, {2, "", 1, 1}, {3, "c", 0, 1}};
   fl::BatchStats stats;
@@ -320,14 +283,10 @@ TEST_CASE("Expectations::filter: the standalone operator") {
   const auto failing = fl::expectations(
       fl::expect_or_fail("positive_amount", [](const Booking& b) { return b.total_amount > 0; }));
   fl::BatchStats fstats;
-  try {
-    (void)failing.filter(batch, fstats, "filter_op", describe);
-    FAIL("no exception");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::expectation_failed);
-    CHECK(e.flow() == "filter_op");
-    CHECK(e.key() == "booking_id=3");
-  }
+  const fl::error e = flowtest::error_of([&] { (void)failing.filter(batch, fstats, "filter_op", describe); });
+  CHECK(e.code() == fl::errc::expectation_failed);
+  CHECK(e.flow() == "filter_op");
+  CHECK(e.key() == "booking_id=3");
   CHECK(fstats.expectations.empty());  // nothing reported for a failed batch
 }
 
@@ -342,33 +301,29 @@ TEST_CASE("Expectation builders record name and action") {
   CHECK(fl::NoExpectations::size == 0);
 }
 
-namespace ex {
 struct Reading {
-  std::int64_t sensor;
-  std::int64_t seq;
-  std::int64_t value;
+  std::int64_t sensor = 0, seq = 0, value = 0;
   friend auto operator<=>(const Reading&, const Reading&) = default;
 };
 FLOWLIB_SCHEMA(Reading, sensor, seq, value);
-}  // namespace ex
 
 TEST_CASE_TEMPLATE("R-USING-8: expectations declared on the table apply to REPLACE USING, after the "
                    "flow's", Storage, FLOWTEST_STORAGE_POLICIES) {
-  using Flow = fl::ReplaceUsing<fl::Key<&ex::Reading::sensor>, fl::Seq<&ex::Reading::seq>>;
-  fl::StreamingTable<ex::Reading, Storage> t{
-      "readings", fl::table_options<ex::Reading>()
+  using Flow = fl::ReplaceUsing<fl::Key<&Reading::sensor>, fl::Seq<&Reading::seq>>;
+  fl::StreamingTable<Reading, Storage> t{
+      "readings", fl::table_options<Reading>()
                       .expect(fl::expect_or_drop("non_negative",
-                                                 [](const ex::Reading& r) { return r.value >= 0; }))
+                                                 [](const Reading& r) { return r.value >= 0; }))
                       .expect(fl::expect_or_fail("not_huge",
-                                                 [](const ex::Reading& r) { return r.value < 1000; }))};
+                                                 [](const Reading& r) { return r.value < 1000; }))};
   Flow flow{"readings_flow"};
-  flow.apply(t, std::vector<ex::Reading>{{1, 1, 10}, {2, 1, 20}});
+  flow.apply(t, std::vector<Reading>{{1, 1, 10}, {2, 1, 20}});
 
   // Sensor 1's row at seq 5 is dropped by the table: it sets no floor, so
   // the row at seq 3 replaces the stored one (R-USING-8).
-  const std::vector<ex::Reading> batch{{1, 5, -1}, {1, 3, 11}, {2, 4, 21}, {3, 1, -7}};
+  const std::vector<Reading> batch{{1, 5, -1}, {1, 3, 11}, {2, 4, 21}, {3, 1, -7}};
   const auto warn_odd_sensors = fl::expectations(  // warn: counted, kept
-      fl::expect("even_sensor", [](const ex::Reading& r) { return r.sensor % 2 == 0; }));
+      fl::expect("even_sensor", [](const Reading& r) { return r.sensor % 2 == 0; }));
   const fl::BatchStats s = flow.apply(t, batch, warn_odd_sensors);
   CHECK(s.input_rows == 4);
   CHECK(s.dropped_rows == 2);
@@ -380,12 +335,12 @@ TEST_CASE_TEMPLATE("R-USING-8: expectations declared on the table apply to REPLA
   CHECK(s.expectations[1].failed == 2);
   CHECK(s.expectations[2].name == "not_huge");
   CHECK(s.expectations[2].passed == 4);  // the table's expectations each see every row
-  CHECK(t.sorted_rows() == std::vector<ex::Reading>{{1, 3, 11}, {2, 4, 21}});
+  CHECK(t.sorted_rows() == std::vector<Reading>{{1, 3, 11}, {2, 4, 21}});
   CHECK(flow.sequence_of(1) == 3);
 
   // A `fail` on the table stops the batch: nothing is applied.
-  CHECK_THROWS_AS(flow.apply(t, std::vector<ex::Reading>{{1, 9, 12}, {2, 9, 5000}}), fl::error);
-  CHECK(t.sorted_rows() == std::vector<ex::Reading>{{1, 3, 11}, {2, 4, 21}});
+  CHECK_THROWS_AS(flow.apply(t, std::vector<Reading>{{1, 9, 12}, {2, 9, 5000}}), fl::error);
+  CHECK(t.sorted_rows() == std::vector<Reading>{{1, 3, 11}, {2, 4, 21}});
   CHECK(flow.sequence_of(1) == 3);
 }
 

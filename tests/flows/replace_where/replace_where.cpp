@@ -3,18 +3,13 @@
 // (predicates changed between runs among them), the declaration errors,
 // checkpoints, events, and a randomised check that incremental updates give
 // the same target as complete recomputes.
-#include <flowlib/checkpoint/memory.hpp>
-#include <flowlib/event_log.hpp>
-#include <flowlib/flows/replace_where.hpp>
-#include <flowlib/pipeline.hpp>
-#include <flowlib/source/memory.hpp>
-#include <flowlib/table.hpp>
-#include <flowlib/where.hpp>
+#include <flows/replace_where/world.hpp>
+#include <support/checkpoint_blobs.hpp>
+#include <support/errors.hpp>
+#include <support/event_json.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
-
-#include <support/event_json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -25,37 +20,13 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace flows_replace_where_replace_where {
 
-namespace fl = flowlib;
-namespace w = flowlib::where;
-
-using Day = std::chrono::sys_days;
-/// Day n of the tests' calendar (day 0 is 2026-01-01).
-inline Day day(int n) {
-  return Day(std::chrono::year{2026} / std::chrono::January / 1) + std::chrono::days(n);
-}
-/// The update clock at noon of day n.
-inline w::context at(int n) { return w::context{w::timestamp_type(day(n)) + std::chrono::hours(12), 7}; }
-inline std::chrono::system_clock::time_point clock_at(int n) {
-  return std::chrono::system_clock::time_point(day(n)) + std::chrono::hours(12);
-}
-
-struct Event {
-  Day event_date;
-  std::int64_t user_id = 0;
-  std::int64_t amount = 0;
-};
-FLOWLIB_SCHEMA(Event, event_date, user_id, amount);
-
-struct User {
-  std::int64_t user_id = 0;
-  std::string region;
-};
-FLOWLIB_SCHEMA(User, user_id, region);
+using namespace flows_replace_where;
 
 /// Daily aggregates; uniq_users is the metric added later (scenario 3).
 struct Agg {
@@ -68,35 +39,24 @@ struct Agg {
 };
 FLOWLIB_SCHEMA(Agg, event_date, events, amount, uniq_users);
 
-/// Per day and region (fact JOIN dimension).
-struct RegionDay {
-  Day event_date;
-  std::string region;
-  std::int64_t amount = 0;
-  friend bool operator==(const RegionDay&, const RegionDay&) = default;
-  friend auto operator<=>(const RegionDay&, const RegionDay&) = default;
-};
-FLOWLIB_SCHEMA(RegionDay, event_date, region, amount);
-
 /// A target whose date column the sources do not have (not pushable).
 struct Renamed {
   Day day;
   std::int64_t amount = 0;
-  friend bool operator==(const Renamed&, const Renamed&) = default;
-  friend auto operator<=>(const Renamed&, const Renamed&) = default;
+  friend auto operator<=>(const Renamed&, const Renamed&) = default;  // and ==
 };
 FLOWLIB_SCHEMA(Renamed, day, amount);
 
+/// Per day: the count and the sum of the amounts.
 inline std::vector<Agg> daily(std::span<const Event> es) {
-  std::map<Day, Agg> m;
+  std::map<Day, std::pair<std::int64_t, std::int64_t>> per_day;  // events, amount
   for (const auto& e : es) {
-    Agg& a = m[e.event_date];
-    a.event_date = e.event_date;
-    a.events += 1;
-    a.amount += e.amount;
+    auto& [events, amount] = per_day[e.event_date];
+    ++events;
+    amount += e.amount;
   }
   std::vector<Agg> out;
-  for (auto& [d, a] : m) out.push_back(a);
+  for (const auto& [d, v] : per_day) out.push_back({d, v.first, v.second, std::nullopt});
   return out;
 }
 
@@ -105,19 +65,6 @@ inline std::vector<Agg> daily_with_uniq(std::span<const Event> es) {
   for (const auto& e : es) users[e.event_date].insert(e.user_id);
   std::vector<Agg> out = daily(es);
   for (auto& a : out) a.uniq_users = static_cast<std::int64_t>(users[a.event_date].size());
-  return out;
-}
-
-inline std::vector<RegionDay> by_region(std::span<const Event> es, std::span<const User> us) {
-  std::map<std::int64_t, std::string> region;
-  for (const auto& u : us) region[u.user_id] = u.region;  // the last row of a user wins
-  std::map<std::pair<Day, std::string>, std::int64_t> m;
-  for (const auto& e : es) {
-    auto it = region.find(e.user_id);
-    m[{e.event_date, it == region.end() ? std::string("unknown") : it->second}] += e.amount;
-  }
-  std::vector<RegionDay> out;
-  for (auto& [k, v] : m) out.push_back({k.first, k.second, v});
   return out;
 }
 
@@ -137,6 +84,13 @@ inline std::string reason_of(const fl::ReplaceWherePlan& p) {
 inline std::string technique_of(const fl::ReplaceWherePlan& p) {
   return std::string(fl::to_string(p.technique));
 }
+/// A flow's last plan; the plans the tests expect.
+template <class Flow>
+plan_pair plan_of(const Flow& f) {
+  return {technique_of(f.last_plan()), reason_of(f.last_plan())};
+}
+const plan_pair incremental{"INCREMENTAL", "none"};
+inline plan_pair recompute(std::string reason) { return {"COMPLETE_RECOMPUTE", std::move(reason)}; }
 
 /// The target's rows of day d.
 template <class Table>
@@ -146,6 +100,42 @@ auto rows_of(const Table& t, Day d) {
     if (r.event_date == d) out.push_back(r);
   return out;
 }
+
+/// Events of user 1 on days [from, to), the amount of each its day number.
+inline void one_a_day(fl::MemorySource<Event>& raw, int from, int to) {
+  for (int n = from; n < to; ++n) raw.append(Event{day(n), 1, n});
+}
+
+using flowtest::snapshot_of;
+
+/// A flow given a snapshot of state.
+template <class Flow, class Table>
+void restore(Flow& f, Table& t, const std::string& blob) {
+  fl::checkpoint_blobs b;
+  b.snapshot = std::string_view(blob);
+  f.read_checkpoint(t, b);
+}
+
+/// A standalone flow writing `agg` from `raw`.
+struct standalone {
+  fl::MemorySource<Event> raw{"events"};
+  fl::StreamingTable<Agg> agg{"agg"};
+  fl::ReplaceWhere<> flow;
+  explicit standalone(w::expr predicate, fl::ReplaceWhereOptions options = {})
+      : flow("agg", std::move(predicate), std::move(options)) {}
+  /// An update at noon of day n; its plan.
+  plan_pair apply(int n) {
+    flow.apply(agg, at(n), daily, raw);
+    return plan_of(flow);
+  }
+  /// Days [0, days): an event of amount 1 each, each followed by an update.
+  void history(int days) {
+    for (int n = 0; n < days; ++n) {
+      raw.append(Event{day(n), 1, 1});
+      apply(n);
+    }
+  }
+};
 
 // --- Scenario 1 -----------------------------------------------------------------------------
 
@@ -169,10 +159,9 @@ TEST_CASE("R-WHERE-1/R-WHERE-7: aggregates outlive the source's three-day retent
     raw.erase_where([&](const Event& e) { return e.event_date < day(n) - std::chrono::days(3); });
     const fl::BatchStats s = flow.apply(agg, at(n), daily, raw);
     if (n == 0) {
-      CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-      CHECK(reason_of(flow.last_plan()) == "none");
+      CHECK(plan_of(flow) == recompute("none"));
     } else {
-      CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+      CHECK(plan_of(flow) == incremental);
       // Only today's slice (and yesterday's on a late event) was rewritten.
       CHECK(flow.last_plan().slices == (n % 3 == 0 ? 2u : 1u));
       CHECK(s.inserted_rows == flow.last_plan().slices);
@@ -198,13 +187,13 @@ TEST_CASE("R-WHERE-1/R-WHERE-7: a dimension change rewrites only the rows inside
     fact.append(Event{day(n), 2, 1});
     flow.apply(out, at(n), by_region, fact, users);
   }
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  CHECK(plan_of(flow) == incremental);
   CHECK_FALSE(flow.last_plan().all_slices);
   // User 1 moves to asia: the rows of days 3 and 4 (the window on day 4)
   // follow, the older ones keep emea.
   users.append(User{1, "asia"});
   flow.apply(out, at(4), by_region, fact, users);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  CHECK(plan_of(flow) == incremental);
   CHECK(flow.last_plan().all_slices);  // a dimension changed: every slice of the window
   for (int n = 0; n < 3; ++n) {
     CHECK(rows_of(out, day(n)) == std::vector<RegionDay>{{day(n), "asia", 1}, {day(n), "emea", 10}});
@@ -228,8 +217,7 @@ TEST_CASE("R-WHERE-4: a new metric column, backfilled by an override for a range
   raw.append(Event{day(10), 3, 1});
   const auto backfill = w::col("event_date").between(w::lit(day(5)), w::lit(day(9)));
   flow.apply_override(agg, backfill, at(10), daily_with_uniq, raw);
-  CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-  CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+  CHECK(plan_of(flow) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
   CHECK(flow.last_plan().override_predicate);
   // The override is pushed down to the source: day 10 is not even read,
   // and rows outside the override's range are untouched.
@@ -238,10 +226,10 @@ TEST_CASE("R-WHERE-4: a new metric column, backfilled by an override for a range
   // The defined predicate again; its window [day 8, +inf) takes in day 10,
   // which the override excluded: a recompute of the window.
   flow.apply(agg, at(10), daily_with_uniq, raw);
-  CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+  CHECK(plan_of(flow) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
   raw.append(Event{day(10), 4, 1});
   flow.apply(agg, at(10), daily_with_uniq, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  CHECK(plan_of(flow) == incremental);
   for (int n = 0; n < 5; ++n) CHECK_FALSE(rows_of(agg, day(n)).at(0).uniq_users.has_value());
   for (int n = 5; n < 10; ++n) CHECK(rows_of(agg, day(n)).at(0).uniq_users == 2);
   CHECK(rows_of(agg, day(10)).at(0).uniq_users == 2);
@@ -258,15 +246,15 @@ TEST_CASE("R-WHERE-4/R-WHERE-7: iterating on a 7-day window, then a 365-day back
   flow.apply(agg, at(365), daily, raw);
   CHECK(agg.size() == 8);
   flow.apply(agg, at(365), daily, raw);  // nothing changed
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  CHECK(plan_of(flow) == incremental);
   CHECK(flow.last_plan().slices == 0);
   flow.apply_override(agg, last_days(365), at(365), daily, raw);
-  CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+  CHECK(plan_of(flow) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
   CHECK(agg.size() == 366);
   // The next day's window lies inside the backfilled one: incremental.
   raw.append(Event{day(366), 0, 1});
   flow.apply(agg, at(366), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  CHECK(plan_of(flow) == incremental);
   CHECK(agg.size() == 367);
   CHECK(rows_of(agg, day(0)).at(0).amount == 0);
   CHECK(rows_of(agg, day(200)).at(0).amount == 200);
@@ -275,100 +263,70 @@ TEST_CASE("R-WHERE-4/R-WHERE-7: iterating on a 7-day window, then a 365-day back
 // --- Fallback reasons (R-WHERE-7, R-WHERE-8) ---------------------------------------------------
 
 TEST_CASE("R-WHERE-8: the first update is a complete recompute with no reason") {
-  fl::MemorySource<Event> raw{"events"};
-  raw.append(Event{day(0), 1, 1});
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", last_days(3)};
-  flow.apply(agg, at(0), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-  CHECK_FALSE(flow.last_plan().reason.has_value());
-  flow.apply(agg, at(1), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+  standalone s{last_days(3)};
+  s.history(1);
+  CHECK(technique_of(s.flow.last_plan()) == "COMPLETE_RECOMPUTE");
+  CHECK_FALSE(s.flow.last_plan().reason.has_value());
+  CHECK(s.apply(1) == incremental);
 }
 
 TEST_CASE("R-WHERE-7: a window moving over previously excluded rows falls back") {
-  fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 20; ++n) raw.append(Event{day(n), 1, n});
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", w::col("event_date").between(w::current_date() - w::days(7), w::current_date())};
-  flow.apply(agg, at(10), daily, raw);
-  CHECK(agg.size() == 8);  // days 3..10
-  flow.apply(agg, at(10), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");  // same window
-  flow.apply(agg, at(11), daily, raw);  // the upper bound moved: day 11 was excluded
-  CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-  CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
-  CHECK(agg.size() == 9);  // days 3..11: day 3 is kept (outside the window now)
+  standalone s{w::col("event_date").between(w::current_date() - w::days(7), w::current_date())};
+  one_a_day(s.raw, 0, 20);
+  s.apply(10);
+  CHECK(s.agg.size() == 8);  // days 3..10
+  CHECK(s.apply(10) == incremental);  // same window
+  // The upper bound moved: day 11 was excluded.
+  CHECK(s.apply(11) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+  CHECK(s.agg.size() == 9);  // days 3..11: day 3 is kept (outside the window now)
 }
 
 TEST_CASE("R-WHERE-7: a lower bound moving forward stays incremental") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", last_days(2)};
+  standalone s{last_days(2)};
   for (int n = 0; n < 6; ++n) {
-    raw.append(Event{day(n), 1, 1});
-    flow.apply(agg, at(n), daily, raw);
-    if (n > 0) CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+    s.raw.append(Event{day(n), 1, 1});
+    CHECK(s.apply(n) == (n == 0 ? recompute("none") : incremental));
   }
 }
 
 TEST_CASE("R-WHERE-5/R-WHERE-8: a direct insert inside the window falls back; outside it survives") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", last_days(1)};
-  for (int n = 0; n < 3; ++n) {
-    raw.append(Event{day(n), 1, 1});
-    flow.apply(agg, at(n), daily, raw);
-  }
+  standalone s{last_days(1)};
+  s.history(3);
   // Outside the next window: kept, the update stays incremental.
-  fl::dml_insert(agg, std::vector<Agg>{{day(-30), 7, 7, std::nullopt}});
-  raw.append(Event{day(3), 1, 1});
-  flow.apply(agg, at(3), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
-  CHECK(rows_of(agg, day(-30)).size() == 1);
+  fl::dml_insert(s.agg, std::vector<Agg>{{day(-30), 7, 7, std::nullopt}});
+  s.raw.append(Event{day(3), 1, 1});
+  CHECK(s.apply(3) == incremental);
+  CHECK(rows_of(s.agg, day(-30)).size() == 1);
   // Inside the window: a complete recompute, which replaces the row.
-  fl::dml_insert(agg, std::vector<Agg>{{day(3), 100, 100, std::nullopt}});
-  flow.apply(agg, at(3), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-  CHECK(reason_of(flow.last_plan()) == "EXTERNAL_CHANGE_IN_REPLACE_WINDOW");
-  CHECK(rows_of(agg, day(3)) == std::vector<Agg>{{day(3), 1, 1, std::nullopt}});
-  CHECK(rows_of(agg, day(-30)).size() == 1);
-  flow.apply(agg, at(3), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");  // eligible again
+  fl::dml_insert(s.agg, std::vector<Agg>{{day(3), 100, 100, std::nullopt}});
+  CHECK(s.apply(3) == recompute("EXTERNAL_CHANGE_IN_REPLACE_WINDOW"));
+  CHECK(rows_of(s.agg, day(3)) == std::vector<Agg>{{day(3), 1, 1, std::nullopt}});
+  CHECK(rows_of(s.agg, day(-30)).size() == 1);
+  CHECK(s.apply(3) == incremental);  // eligible again
 }
 
 TEST_CASE("R-WHERE-1/R-WHERE-5: a failed update changes nothing, and its retry still sees the direct insert") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", last_days(1)};
-  for (int n = 0; n < 3; ++n) {
-    raw.append(Event{day(n), 1, 1});
-    flow.apply(agg, at(n), daily, raw);
-  }
-  fl::dml_insert(agg, std::vector<Agg>{{day(2), 100, 100, std::nullopt}});
-  const auto before = agg.sorted_all_rows();
+  standalone s{last_days(1)};
+  s.history(3);
+  fl::dml_insert(s.agg, std::vector<Agg>{{day(2), 100, 100, std::nullopt}});
+  const auto before = s.agg.sorted_all_rows();
   const auto failing = [](std::span<const Event>) -> std::vector<Agg> { throw std::runtime_error("query failed"); };
-  CHECK_THROWS_AS(flow.apply(agg, at(2), failing, raw), std::runtime_error);
-  CHECK(agg.sorted_all_rows() == before);
-  flow.apply(agg, at(2), daily, raw);
-  CHECK(reason_of(flow.last_plan()) == "EXTERNAL_CHANGE_IN_REPLACE_WINDOW");
-  CHECK(rows_of(agg, day(2)) == std::vector<Agg>{{day(2), 1, 1, std::nullopt}});
+  CHECK_THROWS_AS(s.flow.apply(s.agg, at(2), failing, s.raw), std::runtime_error);
+  CHECK(s.agg.sorted_all_rows() == before);
+  CHECK(s.apply(2) == recompute("EXTERNAL_CHANGE_IN_REPLACE_WINDOW"));
+  CHECK(rows_of(s.agg, day(2)) == std::vector<Agg>{{day(2), 1, 1, std::nullopt}});
 }
 
 TEST_CASE("R-WHERE-7/R-WHERE-8: rand() falls back, and so does the update after it") {
-  fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 5; ++n) raw.append(Event{day(n), 1, 1});
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", last_days(2)};
-  flow.apply(agg, at(4), daily, raw);
+  standalone s{last_days(2)};
+  for (int n = 0; n < 5; ++n) s.raw.append(Event{day(n), 1, 1});
+  s.apply(4);
   CHECK_FALSE((w::rand() < 2.0).deterministic());
-  flow.apply_override(agg, last_days(2) && w::rand() < 2.0, at(4), daily, raw);
-  CHECK(reason_of(flow.last_plan()) == "REPLACE_WHERE_NOT_DETERMINISTIC");  // before the override's
-  flow.apply(agg, at(4), daily, raw);
-  CHECK(reason_of(flow.last_plan()) == "PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC");
-  flow.apply(agg, at(4), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
-  CHECK(agg.size() == 3);
+  s.flow.apply_override(s.agg, last_days(2) && w::rand() < 2.0, at(4), daily, s.raw);
+  CHECK(plan_of(s.flow) == recompute("REPLACE_WHERE_NOT_DETERMINISTIC"));  // before the override's
+  CHECK(s.apply(4) == recompute("PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC"));
+  CHECK(s.apply(4) == incremental);
+  CHECK(s.agg.size() == 3);
 }
 
 TEST_CASE("R-WHERE-7/R-WHERE-8: a predicate the sources cannot take, or with no single range, falls back") {
@@ -379,7 +337,7 @@ TEST_CASE("R-WHERE-7/R-WHERE-8: a predicate the sources cannot take, or with no 
     fl::ReplaceWhere flow{"renamed", w::col("day") >= w::current_date() - w::days(1)};
     flow.apply(t, at(4), renamed, raw);
     flow.apply(t, at(4), renamed, raw);
-    CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+    CHECK(plan_of(flow) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
     CHECK(t.size() == 2);
   }
   SUBCASE("no single-column window") {
@@ -387,20 +345,17 @@ TEST_CASE("R-WHERE-7/R-WHERE-8: a predicate the sources cannot take, or with no 
     fl::ReplaceWhere flow{"agg", last_days(1) || w::col("events") > 100};
     flow.apply(t, at(4), daily, raw);
     flow.apply(t, at(4), daily, raw);
-    CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+    CHECK(plan_of(flow) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
     CHECK(t.size() == 2);
   }
 }
 
 TEST_CASE("R-WHERE-8: with incremental updates disabled every update recomputes, with no reason") {
-  fl::MemorySource<Event> raw{"events"};
-  raw.append(Event{day(0), 1, 1});
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::ReplaceWhere flow{"agg", last_days(1), fl::ReplaceWhereOptions{.incremental = false}};
-  flow.apply(agg, at(0), daily, raw);
-  flow.apply(agg, at(1), daily, raw);
-  CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-  CHECK_FALSE(flow.last_plan().reason.has_value());
+  standalone s{last_days(1), fl::ReplaceWhereOptions{.incremental = false}};
+  s.history(1);
+  s.apply(1);
+  CHECK(technique_of(s.flow.last_plan()) == "COMPLETE_RECOMPUTE");
+  CHECK_FALSE(s.flow.last_plan().reason.has_value());
 }
 
 // --- R-WHERE-2 ------------------------------------------------------------------------------
@@ -433,7 +388,7 @@ TEST_CASE("R-WHERE-6: a full refresh keeps only the current predicate's rows; re
     agg.full_refresh();
     flow.apply(agg, at(9), daily, raw);
     CHECK(agg.size() == 2);  // days 8 and 9: the backfill and the direct insert are gone
-    CHECK(reason_of(flow.last_plan()) == "none");  // a first update again
+    CHECK(plan_of(flow) == recompute("none"));  // a first update again
   }
   SUBCASE("refused") {
     fl::StreamingTable<Agg> agg{"agg", fl::table_options<Agg>().reset_allowed(false)};
@@ -447,31 +402,24 @@ TEST_CASE("R-WHERE-6: a full refresh keeps only the current predicate's rows; re
 
 TEST_CASE("R-WHERE-6: a pipeline's full refresh re-runs with the current predicate only") {
   fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 10; ++n) raw.append(Event{day(n), 1, n});
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  fl::Pipeline p{"p", ck};
-  p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(1)});
-  fl::UpdateOptions o;
-  o.now = clock_at(9);
-  o.replace_where_overrides.emplace("agg", last_days(9));
-  p.update(o);
-  CHECK(agg.size() == 10);
-  p.full_refresh(agg);
-  fl::UpdateOptions o2;
-  o2.now = clock_at(9);
-  p.update(o2);
-  CHECK(agg.size() == 2);
-  fl::StreamingTable<Agg> kept{"kept", fl::table_options<Agg>().reset_allowed(false)};
-  fl::MemoryCheckpoint ck2;
-  fl::Pipeline p2{"p2", ck2};
-  p2.flow("kept").from(raw).query(daily).into(kept, fl::ReplaceWhere{last_days(1)});
-  fl::UpdateOptions o3;
-  o3.now = clock_at(9);
-  o3.replace_where_overrides.emplace("kept", last_days(9));
-  p2.update(o3);
-  CHECK_THROWS_AS(p2.full_refresh(kept), fl::error);
-  CHECK(kept.size() == 10);
+  one_a_day(raw, 0, 10);
+  for (const bool reset_allowed : {true, false}) {
+    CAPTURE(reset_allowed);
+    fl::StreamingTable<Agg> agg{"agg", fl::table_options<Agg>().reset_allowed(reset_allowed)};
+    fl::MemoryCheckpoint ck;
+    fl::Pipeline p{"p", ck};
+    p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(1)});
+    update_at(p, 9, {{"agg", last_days(9)}});
+    CHECK(agg.size() == 10);
+    if (!reset_allowed) {
+      CHECK_THROWS_AS(p.full_refresh(agg), fl::error);
+      CHECK(agg.size() == 10);
+      continue;
+    }
+    p.full_refresh(agg);
+    update_at(p, 9);
+    CHECK(agg.size() == 2);
+  }
 }
 
 // --- R-WHERE-9 ------------------------------------------------------------------------------
@@ -498,13 +446,10 @@ TEST_CASE("R-WHERE-9: one REPLACE WHERE flow per target, no other flow, no expec
     fl::MemoryCheckpoint ck;
     fl::Pipeline p{"p", ck};
     p.flow("a").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(1)});
-    try {
-      p.flow("b").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(2)});
-      FAIL("a second flow was accepted");
-    } catch (const fl::error& e) {
-      CHECK(e.code() == fl::errc::invalid_target);
-      CHECK(std::string(e.what()).find("REPLACE WHERE") != std::string::npos);
-    }
+    const fl::error e = flowtest::error_of(
+        [&] { p.flow("b").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(2)}); });
+    CHECK(e.code() == fl::errc::invalid_target);
+    CHECK(flowtest::contains(e.what(), "REPLACE WHERE"));
     fl::StreamingTable<Agg> checked{
         "checked", fl::table_options<Agg>().expect(fl::expect("positive", [](const Agg& x) { return x.events > 0; }))};
     CHECK_THROWS_AS(p.flow("c").from(raw).query(daily).into(checked, fl::ReplaceWhere{last_days(1)}), fl::error);
@@ -516,90 +461,110 @@ TEST_CASE("R-WHERE-9: one REPLACE WHERE flow per target, no other flow, no expec
 
 // --- Pipelines: checkpoints, restarts, faults, events ---------------------------------------
 
-TEST_CASE("R-WHERE-7: a restarted pipeline goes on incrementally from its checkpoint") {
+/// One update (`updates` updates) of a new pipeline over `ck`, as a
+/// restarted program runs it: the flow "agg" with `predicate`, `query` and
+/// its `version`, at noon of day n, each with `override_predicate` when
+/// given. Returns the last update's plan.
+template <class Query>
+plan_pair update_restarted(fl::MemoryCheckpoint& ck, fl::MemorySource<Event>& raw, fl::StreamingTable<Agg>& agg,
+                           w::expr predicate, Query query, std::string version, int n,
+                           fl::ReplaceWhereOptions options = {}, int updates = 1,
+                           std::optional<w::expr> override_predicate = std::nullopt) {
+  plan_pair plan;
+  const auto log = plan_log(plan);
+  fl::Pipeline p{"p", ck};
+  p.event_log(*log);
+  p.flow("agg").from(raw).query(query, std::move(version)).into(agg, fl::ReplaceWhere{std::move(predicate), options});
+  std::map<std::string, w::expr> overrides;
+  if (override_predicate) overrides.emplace("agg", *override_predicate);
+  for (int i = 0; i < updates; ++i) update_at(p, n, overrides);
+  return plan;
+}
+
+using query_fn = std::vector<Agg> (*)(std::span<const Event>);
+
+/// What a complete recompute writes for day d: daily() over the source's rows of d.
+inline std::vector<Agg> recomputed(const fl::MemorySource<Event>& raw, Day d) {
+  std::vector<Event> es;
+  raw.scan([&](const Event& e) {
+    if (e.event_date == d) es.push_back(e);
+  });
+  return daily(es);
+}
+
+/// A target written by restarted pipelines over one checkpoint.
+struct restarts {
   fl::MemorySource<Event> raw{"events"};
   fl::StreamingTable<Agg> agg{"agg"};
   fl::MemoryCheckpoint ck;
+  /// update_restarted() of query `query` at `version` (daily at v1 by default).
+  plan_pair update(w::expr predicate, int n, query_fn query = daily, std::string version = "v1",
+                   fl::ReplaceWhereOptions options = {}, int updates = 1,
+                   std::optional<w::expr> override_predicate = std::nullopt) {
+    return update_restarted(ck, raw, agg, std::move(predicate), query, std::move(version), n, options, updates,
+                            std::move(override_predicate));
+  }
+  /// Days [0, days) of one_a_day(), each followed by an update with `predicate`.
+  void history(int days, const w::expr& predicate) {
+    for (int n = 0; n < days; ++n) {
+      one_a_day(raw, n, n + 1);
+      update(predicate, n);
+    }
+  }
+  /// Every day of [from, to] holds what a recompute writes.
+  void check_recomputed(int from, int to) const {
+    for (int n = from; n <= to; ++n) {
+      CAPTURE(n);
+      CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
+    }
+  }
+};
+
+TEST_CASE("R-WHERE-7: a restarted pipeline goes on incrementally from its checkpoint") {
+  restarts r;
   std::vector<std::string> techniques;
   fl::EventLog log{[&](std::string_view line) {
     const auto j = nlohmann::json::parse(line);
     if (j["event_type"] == "planning_information") techniques.push_back(j["technique"]);
   }};
-  for (int n = 0; n < 6; ++n) {
-    fl::Pipeline p{"p", ck};  // a new pipeline every update, the same query version
+  const auto restarted = [&](int n) {
+    fl::Pipeline p{"p", r.ck};  // a new pipeline every update, the same query version
     p.event_log(log);
-    p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2)});
-    raw.append(Event{day(n), 1, n});
-    fl::UpdateOptions o;
-    o.now = clock_at(n);
-    const auto s = p.update(o);
+    p.flow("agg").from(r.raw).query(daily, "v1").into(r.agg, fl::ReplaceWhere{last_days(2)});
+    return update_at(p, n);
+  };
+  for (int n = 0; n < 6; ++n) {
+    one_a_day(r.raw, n, n + 1);
+    const auto s = restarted(n);
     CHECK(s.flow("agg")->batches == 1);
     CHECK(s.flow("agg")->upserted_rows == 1);
   }
   CHECK(techniques == std::vector<std::string>{"COMPLETE_RECOMPUTE", "INCREMENTAL", "INCREMENTAL",
                                                "INCREMENTAL", "INCREMENTAL", "INCREMENTAL"});
-  CHECK(agg.size() == 6);
+  CHECK(r.agg.size() == 6);
   // A direct insert made while no pipeline ran is noticed after a restart.
-  fl::dml_insert(agg, std::vector<Agg>{{day(5), 50, 50, std::nullopt}});
-  fl::Pipeline p{"p", ck};
-  p.event_log(log);
-  p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2)});
-  fl::UpdateOptions o;
-  o.now = clock_at(5);
-  p.update(o);
+  fl::dml_insert(r.agg, std::vector<Agg>{{day(5), 50, 50, std::nullopt}});
+  restarted(5);
   CHECK(techniques.back() == "COMPLETE_RECOMPUTE");
-  CHECK(rows_of(agg, day(5)).size() == 1);
+  CHECK(rows_of(r.agg, day(5)).size() == 1);
 }
 
 // --- R-WHERE-10: the flow's recorded definition -----------------------------------------------
 
-/// One update of a new pipeline over `ck` (as a restarted program runs it):
-/// the flow "agg" with `predicate`, `query` and its `version`, at noon of
-/// day n (`updates` times; each with `override_predicate` when given).
-/// Returns the last planning event's technique and reason.
-template <class Query>
-std::pair<std::string, std::string> update_restarted(fl::MemoryCheckpoint& ck, fl::MemorySource<Event>& raw,
-                                                     fl::StreamingTable<Agg>& agg, w::expr predicate,
-                                                     Query query, std::string version, int n,
-                                                     fl::ReplaceWhereOptions options = {},
-                                                     int updates = 1,
-                                                     std::optional<w::expr> override_predicate = std::nullopt) {
-  std::pair<std::string, std::string> plan;
-  fl::EventLog log{[&](std::string_view line) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["event_type"] != "planning_information") return;
-    plan.first = j["technique"];
-    plan.second = j["reason"].is_null() ? "none" : std::string(j["reason"]);
-  }};
-  fl::Pipeline p{"p", ck};
-  p.event_log(log);
-  p.flow("agg").from(raw).query(query, std::move(version)).into(agg, fl::ReplaceWhere{std::move(predicate), options});
-  for (int i = 0; i < updates; ++i) {
-    fl::UpdateOptions o;
-    o.now = clock_at(n);
-    if (override_predicate) o.replace_where_overrides.emplace("agg", *override_predicate);
-    p.update(o);
-  }
-  return plan;
-}
-
 TEST_CASE("R-WHERE-10: a new query version recomputes the whole window, once") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
+  restarts r;
   // Query v1 over days 0..6 (one event a day, two users on even days).
   for (int n = 0; n < 7; ++n) {
-    raw.append(Event{day(n), 1, n});
-    if (n % 2 == 0) raw.append(Event{day(n), 2, 1});
-    update_restarted(ck, raw, agg, last_days(6), daily, "v1", n);
+    one_a_day(r.raw, n, n + 1);
+    if (n % 2 == 0) r.raw.append(Event{day(n), 2, 1});
+    r.update(last_days(6), n);
   }
-  CHECK(agg.size() == 7);
+  CHECK(r.agg.size() == 7);
   // A new program: query v2 also computes uniq_users. One more day of rows.
-  raw.append(Event{day(7), 1, 7});
-  const auto plan = update_restarted(ck, raw, agg, last_days(6), daily_with_uniq, "v2", 7);
-  CHECK(plan == std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  one_a_day(r.raw, 7, 8);
+  CHECK(r.update(last_days(6), 7, daily_with_uniq, "v2") == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
   // Every row of the window (days 1..7) has v2's values; day 0 keeps v1's.
-  for (const Agg& a : agg.sorted_all_rows()) {
+  for (const Agg& a : r.agg.sorted_all_rows()) {
     CAPTURE(a.event_date);
     if (a.event_date == day(0)) {
       CHECK(!a.uniq_users.has_value());
@@ -609,83 +574,73 @@ TEST_CASE("R-WHERE-10: a new query version recomputes the whole window, once") {
       CHECK(*a.uniq_users == (n % 2 == 0 ? 2 : 1));
     }
   }
-  CHECK(agg.size() == 8);
+  CHECK(r.agg.size() == 8);
   // The definition is recorded: the next run with v2 is incremental again.
-  raw.append(Event{day(8), 3, 8});
-  CHECK(update_restarted(ck, raw, agg, last_days(6), daily_with_uniq, "v2", 8) ==
-        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
-  CHECK(rows_of(agg, day(8)).at(0).uniq_users == 1);
+  r.raw.append(Event{day(8), 3, 8});
+  CHECK(r.update(last_days(6), 8, daily_with_uniq, "v2") == incremental);
+  CHECK(rows_of(r.agg, day(8)).at(0).uniq_users == 1);
 }
 
 TEST_CASE("R-WHERE-10: a changed incremental option recomputes the window; the predicate is not in the definition") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 4; ++n) raw.append(Event{day(n), 1, n});
-  update_restarted(ck, raw, agg, last_days(3), daily, "v1", 3);
-  raw.append(Event{day(4), 1, 4});
-  // A narrower predicate: its window is covered by the previous one, so the
-  // update is incremental (R-WHERE-7), whatever the predicate's text.
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 4) ==
-        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
-  raw.append(Event{day(5), 1, 5});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 5) ==
-        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
-  // Incremental updates switched off, then on again.
-  raw.append(Event{day(6), 1, 6});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 6, {.incremental = false}) ==
-        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "none"});
-  raw.append(Event{day(7), 1, 7});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 7) ==
-        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
-  CHECK(agg.size() == 8);
-  // The version may be given in the options instead; the same version is
-  // the same definition.
-  raw.append(Event{day(8), 1, 8});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "", 8, {.query_version = "v1"}) ==
-        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
+  restarts r;
+  one_a_day(r.raw, 0, 4);
+  r.update(last_days(3), 3);
+  // Each day one more event, then an update: its predicate, its options,
+  // the plan. A narrower predicate: its window is covered by the previous
+  // one, so the update is incremental (R-WHERE-7), whatever the predicate's
+  // text; then incremental updates switched off, and on again. The version
+  // may be given in the options instead; the same version is the same
+  // definition.
+  struct step {
+    int n;
+    int days;
+    fl::ReplaceWhereOptions options;
+    std::string version;
+    plan_pair want;
+  };
+  const step steps[] = {{4, 2, {}, "v1", incremental},
+                        {5, 2, {}, "v1", incremental},
+                        {6, 2, {.incremental = false}, "v1", recompute("none")},
+                        {7, 2, {}, "v1", recompute("REPLACE_WHERE_DEFINITION_CHANGED")},
+                        {8, 2, {.query_version = "v1"}, "", incremental}};
+  for (const step& s : steps) {
+    CAPTURE(s.n);
+    one_a_day(r.raw, s.n, s.n + 1);
+    CHECK(r.update(last_days(s.days), s.n, daily, s.version, s.options) == s.want);
+    if (s.n == 7) CHECK(r.agg.size() == 8);
+  }
 }
 
 TEST_CASE("R-WHERE-10: an unversioned query recomputes the window at the first update of each pipeline") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 3; ++n) raw.append(Event{day(n), 1, n});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "", 2) ==
-        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "none"});
+  restarts r;
+  one_a_day(r.raw, 0, 3);
+  CHECK(r.update(last_days(2), 2, daily, "") == recompute("none"));
   // A new pipeline: nothing says its query is the one that wrote the rows.
-  raw.append(Event{day(3), 1, 3});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "", 3) ==
-        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_QUERY_NOT_VERSIONED"});
+  one_a_day(r.raw, 3, 4);
+  CHECK(r.update(last_days(2), 3, daily, "") == recompute("REPLACE_WHERE_QUERY_NOT_VERSIONED"));
   // Within one pipeline, the second update is incremental: its flow object
   // wrote the state it goes on from.
-  raw.append(Event{day(4), 1, 4});
-  fl::MemoryCheckpoint ck2;
-  fl::StreamingTable<Agg> agg2{"agg"};
-  update_restarted(ck2, raw, agg2, last_days(2), daily, "", 4);
-  CHECK(update_restarted(ck2, raw, agg2, last_days(2), daily, "", 4, {}, 2) ==
-        std::pair<std::string, std::string>{"INCREMENTAL", "none"});
+  restarts fresh;
+  one_a_day(fresh.raw, 0, 5);
+  fresh.update(last_days(2), 4, daily, "");
+  CHECK(fresh.update(last_days(2), 4, daily, "", {}, 2) == incremental);
   // A versioned query over an unversioned flow's state: a definition change.
-  CHECK(update_restarted(ck2, raw, agg2, last_days(2), daily, "v1", 4) ==
-        std::pair<std::string, std::string>{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  CHECK(fresh.update(last_days(2), 4) == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
 }
 
 TEST_CASE("R-WHERE-10: standalone flows compare definitions through their checkpoint") {
   fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 5; ++n) raw.append(Event{day(n), 1, n});
+  one_a_day(raw, 0, 5);
   fl::StreamingTable<Agg> agg{"agg"};
   std::string blob;
   {
     fl::ReplaceWhere v1{"agg", last_days(2), {.query_version = "v1"}};
     v1.apply(agg, at(4), daily, raw);
-    fl::detail::byte_writer wr{blob};
-    v1.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+    blob = snapshot_of(v1);
   }
   const auto restored = [&](fl::ReplaceWhereOptions o) {
     auto f = std::make_unique<fl::ReplaceWhere<>>("agg", last_days(2), std::move(o));
-    fl::checkpoint_blobs b;
-    b.snapshot = std::string_view(blob);
-    f->read_checkpoint(agg, b);
+    restore(*f, agg, blob);
     raw.append(Event{day(4), 9, 1});
     f->apply(agg, at(4), daily, raw);
     return reason_of(f->last_plan());
@@ -697,265 +652,207 @@ TEST_CASE("R-WHERE-10: standalone flows compare definitions through their checkp
 }
 
 TEST_CASE("R-WHERE-10: query(fn, version) and a different ReplaceWhereOptions::query_version are refused") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  fl::Pipeline p{"p", ck};
-  try {
-    p.flow("agg").from(raw).query(daily, "v2").into(agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
-    FAIL("two versions were accepted");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::invalid_argument);
-    CHECK(std::string(e.what()).find("\"v1\"") != std::string::npos);
-  }
+  restarts r;
+  fl::Pipeline p{"p", r.ck};
+  CHECK(flowtest::contains(flowtest::message_of(fl::errc::invalid_argument,
+                                                [&] {
+                                                  p.flow("agg").from(r.raw).query(daily, "v2").into(
+                                                      r.agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
+                                                }),
+                           "\"v1\""));
   // The same version twice is one version.
-  p.flow("agg").from(raw).query(daily, "v1").into(agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
+  p.flow("agg").from(r.raw).query(daily, "v1").into(r.agg, fl::ReplaceWhere{last_days(2), {.query_version = "v1"}});
 }
 
 // --- A changed predicate is judged by its window (R-WHERE-7, R-WHERE-8) ------------------------
 
-/// What a complete recompute writes for day d: daily() over the source's rows of d.
-inline std::vector<Agg> recomputed(const fl::MemorySource<Event>& raw, Day d) {
-  std::vector<Event> es;
-  raw.scan([&](const Event& e) {
-    if (e.event_date == d) es.push_back(e);
-  });
-  return daily(es);
-}
-
-using plan_pair = std::pair<std::string, std::string>;
-
-TEST_CASE("R-WHERE-8: a widened predicate takes in rows not processed before: UNSUPPORTED_REPLACE_WHERE_PREDICATE") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 6; ++n) {
-    raw.append(Event{day(n), 1, n});
-    update_restarted(ck, raw, agg, last_days(2), daily, "v1", n);
-  }
-  // The last update processed days 3 onwards. A late event for day 1, which
-  // no update of that predicate would see, and a new day.
-  raw.append(Event{day(1), 2, 100});
-  raw.append(Event{day(6), 1, 6});
-  const std::vector<Agg> day0 = rows_of(agg, day(0));
-  // Five days from day 6: days 1 and 2 were outside the window processed.
-  CHECK(update_restarted(ck, raw, agg, last_days(5), daily, "v1", 6) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  // The whole window recomputed, the late event included; day 0 untouched.
-  for (int n = 1; n <= 6; ++n) CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
-  CHECK(rows_of(agg, day(1)).at(0).amount == 101);
-  CHECK(rows_of(agg, day(0)) == day0);
-  CHECK(agg.size() == 7);
-  // The widened window is the one processed now: the next update goes on incrementally.
-  raw.append(Event{day(7), 1, 7});
-  CHECK(update_restarted(ck, raw, agg, last_days(5), daily, "v1", 7) == plan_pair{"INCREMENTAL", "none"});
-  // Widened on the other side: an open upper bound after a closed one.
-  const w::expr to_today = w::col("event_date").between(w::current_date() - w::days(2), w::current_date());
-  CHECK(update_restarted(ck, raw, agg, to_today, daily, "v1", 7) == plan_pair{"INCREMENTAL", "none"});
-  raw.append(Event{day(9), 1, 9});  // a row of the future, outside [day 5, day 7]
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 7) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  CHECK(rows_of(agg, day(9)) == recomputed(raw, day(9)));
-}
-
-TEST_CASE("R-WHERE-8: a narrowed predicate stays INCREMENTAL") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 6; ++n) {
-    raw.append(Event{day(n), 1, n});
-    update_restarted(ck, raw, agg, last_days(4), daily, "v1", n);
-  }
-  // The last update processed days 1 onwards. Late events for day 2 (inside
-  // that window, outside the narrowed one) and day 5 (inside both), and a new day.
-  raw.append(Event{day(2), 2, 100});
-  raw.append(Event{day(5), 2, 50});
-  raw.append(Event{day(6), 1, 6});
-  const std::vector<Agg> day2 = rows_of(agg, day(2));
-  // One day from day 6: days 5 onwards, inside the window processed.
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) == plan_pair{"INCREMENTAL", "none"});
-  CHECK(rows_of(agg, day(5)) == recomputed(raw, day(5)));
-  CHECK(rows_of(agg, day(5)).at(0).amount == 55);
-  CHECK(rows_of(agg, day(6)) == recomputed(raw, day(6)));
-  // Day 2 is outside the predicate now: untouched (R-WHERE-1).
-  CHECK(rows_of(agg, day(2)) == day2);
-  CHECK(agg.size() == 7);
-  // A narrowed absolute range inside it, then the relative window again:
-  // [day 5, day 6] lies in [day 5, +inf); [day 5, +inf) does not lie in [day 5, day 6].
-  const w::expr fixed = w::col("event_date").between(w::lit(day(5)), w::lit(day(6)));
-  CHECK(update_restarted(ck, raw, agg, fixed, daily, "v1", 6) == plan_pair{"INCREMENTAL", "none"});
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  // Standalone: a flow object with a narrower predicate taking over the state.
+/// A flow with predicate `narrow` over a new target `t`, taking over the
+/// state of a flow with `last_days(4)` that wrote it at day 6 (a program
+/// restarted with a narrower predicate).
+inline std::unique_ptr<fl::ReplaceWhere<>> narrowed_from_four_days(fl::StreamingTable<Agg>& t,
+                                                                    const fl::MemorySource<Event>& raw,
+                                                                    w::expr narrow) {
   std::string blob;
-  fl::StreamingTable<Agg> t{"t"};
   {
     fl::ReplaceWhere wide{"t", last_days(4), {.query_version = "v1"}};
     wide.apply(t, at(6), daily, raw);
-    fl::detail::byte_writer wr{blob};
-    wide.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+    blob = snapshot_of(wide);
   }
-  fl::ReplaceWhere narrow{"t", last_days(1), {.query_version = "v1"}};
-  fl::checkpoint_blobs b;
-  b.snapshot = std::string_view(blob);
-  narrow.read_checkpoint(t, b);
-  raw.append(Event{day(6), 3, 1});
-  raw.append(Event{day(3), 3, 1});  // outside the narrowed window
+  auto f = std::make_unique<fl::ReplaceWhere<>>("t", std::move(narrow), fl::ReplaceWhereOptions{.query_version = "v1"});
+  restore(*f, t, blob);
+  return f;
+}
+
+TEST_CASE("R-WHERE-8: a widened predicate takes in rows not processed before: UNSUPPORTED_REPLACE_WHERE_PREDICATE") {
+  restarts r;
+  r.history(6, last_days(2));
+  // The last update processed days 3 onwards. A late event for day 1, which
+  // no update of that predicate would see, and a new day.
+  r.raw.append(Event{day(1), 2, 100});
+  one_a_day(r.raw, 6, 7);
+  const std::vector<Agg> day0 = rows_of(r.agg, day(0));
+  // Five days from day 6: days 1 and 2 were outside the window processed.
+  CHECK(r.update(last_days(5), 6) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+  // The whole window recomputed, the late event included; day 0 untouched.
+  r.check_recomputed(1, 6);
+  CHECK(rows_of(r.agg, day(1)).at(0).amount == 101);
+  CHECK(rows_of(r.agg, day(0)) == day0);
+  CHECK(r.agg.size() == 7);
+  // The widened window is the one processed now: the next update goes on incrementally.
+  one_a_day(r.raw, 7, 8);
+  CHECK(r.update(last_days(5), 7) == incremental);
+  // Widened on the other side: an open upper bound after a closed one.
+  CHECK(r.update(w::col("event_date").between(w::current_date() - w::days(2), w::current_date()), 7) ==
+        incremental);
+  r.raw.append(Event{day(9), 1, 9});  // a row of the future, outside [day 5, day 7]
+  CHECK(r.update(last_days(2), 7) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+  r.check_recomputed(9, 9);
+}
+
+TEST_CASE("R-WHERE-8: a narrowed predicate stays INCREMENTAL") {
+  restarts r;
+  r.history(6, last_days(4));
+  // The last update processed days 1 onwards. Late events for day 2 (inside
+  // that window, outside the narrowed one) and day 5 (inside both), and a new day.
+  r.raw.append(Event{day(2), 2, 100});
+  r.raw.append(Event{day(5), 2, 50});
+  one_a_day(r.raw, 6, 7);
+  const std::vector<Agg> day2 = rows_of(r.agg, day(2));
+  // One day from day 6: days 5 onwards, inside the window processed.
+  CHECK(r.update(last_days(1), 6) == incremental);
+  r.check_recomputed(5, 6);
+  CHECK(rows_of(r.agg, day(5)).at(0).amount == 55);
+  // Day 2 is outside the predicate now: untouched (R-WHERE-1).
+  CHECK(rows_of(r.agg, day(2)) == day2);
+  CHECK(r.agg.size() == 7);
+  // A narrowed absolute range inside it, then the relative window again:
+  // [day 5, day 6] lies in [day 5, +inf); [day 5, +inf) does not lie in [day 5, day 6].
+  CHECK(r.update(w::col("event_date").between(w::lit(day(5)), w::lit(day(6))), 6) == incremental);
+  CHECK(r.update(last_days(1), 6) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+  // Standalone: a flow object with a narrower predicate taking over the state.
+  fl::StreamingTable<Agg> t{"t"};
+  const auto narrow = narrowed_from_four_days(t, r.raw, last_days(1));
+  r.raw.append(Event{day(6), 3, 1});
+  r.raw.append(Event{day(3), 3, 1});  // outside the narrowed window
   const std::vector<Agg> day3 = rows_of(t, day(3));
-  narrow.apply(t, at(6), daily, raw);
-  CHECK(technique_of(narrow.last_plan()) == "INCREMENTAL");
-  CHECK(narrow.last_plan().slices == 1);  // day 6 only
-  CHECK(rows_of(t, day(6)) == recomputed(raw, day(6)));
+  narrow->apply(t, at(6), daily, r.raw);
+  CHECK(plan_of(*narrow) == incremental);
+  CHECK(narrow->last_plan().slices == 1);  // day 6 only
+  CHECK(rows_of(t, day(6)) == recomputed(r.raw, day(6)));
   CHECK(rows_of(t, day(3)) == day3);
 }
 
 TEST_CASE("R-WHERE-5/R-WHERE-8: a changed predicate, a direct insert in it: EXTERNAL_CHANGE_IN_REPLACE_WINDOW") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 6; ++n) {
-    raw.append(Event{day(n), 1, n});
-    update_restarted(ck, raw, agg, last_days(4), daily, "v1", n);
-  }
-  raw.append(Event{day(6), 1, 6});
+  restarts r;
+  r.history(6, last_days(4));
+  one_a_day(r.raw, 6, 7);
   SUBCASE("narrowed: the direct insert decides (pipeline)") {
-    fl::dml_insert(agg, std::vector<Agg>{{day(5), 100, 100, std::nullopt}});
-    CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) ==
-          plan_pair{"COMPLETE_RECOMPUTE", "EXTERNAL_CHANGE_IN_REPLACE_WINDOW"});
-    CHECK(rows_of(agg, day(5)) == recomputed(raw, day(5)));  // the inserted row replaced
-    CHECK(rows_of(agg, day(6)) == recomputed(raw, day(6)));
-    raw.append(Event{day(6), 2, 1});
-    CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 6) == plan_pair{"INCREMENTAL", "none"});
+    fl::dml_insert(r.agg, std::vector<Agg>{{day(5), 100, 100, std::nullopt}});
+    CHECK(r.update(last_days(1), 6) == recompute("EXTERNAL_CHANGE_IN_REPLACE_WINDOW"));
+    r.check_recomputed(5, 6);  // the inserted row replaced
+    r.raw.append(Event{day(6), 2, 1});
+    CHECK(r.update(last_days(1), 6) == incremental);
   }
   SUBCASE("widened: the predicate comes first (R-WHERE-8's order)") {
-    fl::dml_insert(agg, std::vector<Agg>{{day(5), 100, 100, std::nullopt}});
-    CHECK(update_restarted(ck, raw, agg, last_days(6), daily, "v1", 6) ==
-          plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-    CHECK(rows_of(agg, day(5)) == recomputed(raw, day(5)));
+    fl::dml_insert(r.agg, std::vector<Agg>{{day(5), 100, 100, std::nullopt}});
+    CHECK(r.update(last_days(6), 6) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+    r.check_recomputed(5, 5);
   }
   SUBCASE("narrowed, standalone: inside the new window, or only inside the old one") {
-    std::string blob;
     fl::StreamingTable<Agg> t{"t"};
-    {
-      fl::ReplaceWhere wide{"t", last_days(4), {.query_version = "v1"}};
-      wide.apply(t, at(6), daily, raw);
-      fl::detail::byte_writer wr{blob};
-      wide.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
-    }
-    fl::ReplaceWhere narrow{"t", last_days(1), {.query_version = "v1"}};
-    fl::checkpoint_blobs b;
-    b.snapshot = std::string_view(blob);
-    narrow.read_checkpoint(t, b);
+    const auto narrow = narrowed_from_four_days(t, r.raw, last_days(1));
     // Day 3 lay in the window processed, not in the new one: kept, incremental.
     fl::dml_insert(t, std::vector<Agg>{{day(3), 100, 100, std::nullopt}});
-    narrow.apply(t, at(6), daily, raw);
-    CHECK(technique_of(narrow.last_plan()) == "INCREMENTAL");
+    narrow->apply(t, at(6), daily, r.raw);
+    CHECK(plan_of(*narrow) == incremental);
     CHECK(rows_of(t, day(3)).size() == 2);
     // Day 6 lies in the new window.
     fl::dml_insert(t, std::vector<Agg>{{day(6), 100, 100, std::nullopt}});
-    narrow.apply(t, at(6), daily, raw);
-    CHECK(reason_of(narrow.last_plan()) == "EXTERNAL_CHANGE_IN_REPLACE_WINDOW");
-    CHECK(rows_of(t, day(6)) == recomputed(raw, day(6)));
+    narrow->apply(t, at(6), daily, r.raw);
+    CHECK(plan_of(*narrow) == recompute("EXTERNAL_CHANGE_IN_REPLACE_WINDOW"));
+    CHECK(rows_of(t, day(6)) == recomputed(r.raw, day(6)));
     CHECK(rows_of(t, day(3)).size() == 2);
   }
 }
 
 TEST_CASE("R-WHERE-10: a changed query version is REPLACE_WHERE_DEFINITION_CHANGED, the predicate changed or not") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 6; ++n) {
-    raw.append(Event{day(n), 1, n});
-    update_restarted(ck, raw, agg, last_days(4), daily, "v1", n);
-  }
-  raw.append(Event{day(6), 1, 6});
+  restarts r;
+  r.history(6, last_days(4));
+  one_a_day(r.raw, 6, 7);
   // Narrowed, under a new version: the version decides (R-WHERE-8's order).
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily_with_uniq, "v2", 6) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
-  CHECK(rows_of(agg, day(5)).at(0).uniq_users == 1);
-  CHECK(rows_of(agg, day(6)).at(0).uniq_users == 1);
-  CHECK_FALSE(rows_of(agg, day(4)).at(0).uniq_users.has_value());
+  CHECK(r.update(last_days(1), 6, daily_with_uniq, "v2") == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
+  CHECK(rows_of(r.agg, day(5)).at(0).uniq_users == 1);
+  CHECK(rows_of(r.agg, day(6)).at(0).uniq_users == 1);
+  CHECK_FALSE(rows_of(r.agg, day(4)).at(0).uniq_users.has_value());
   // Widened, under a new version.
-  raw.append(Event{day(7), 1, 7});
-  CHECK(update_restarted(ck, raw, agg, last_days(5), daily_with_uniq, "v3", 7) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
-  CHECK(rows_of(agg, day(2)).at(0).uniq_users == 1);
+  one_a_day(r.raw, 7, 8);
+  CHECK(r.update(last_days(5), 7, daily_with_uniq, "v3") == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
+  CHECK(rows_of(r.agg, day(2)).at(0).uniq_users == 1);
   // The same version, narrowed again: incremental.
-  raw.append(Event{day(7), 2, 7});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily_with_uniq, "v3", 7) == plan_pair{"INCREMENTAL", "none"});
-  CHECK(rows_of(agg, day(7)).at(0).uniq_users == 2);
+  r.raw.append(Event{day(7), 2, 7});
+  CHECK(r.update(last_days(2), 7, daily_with_uniq, "v3") == incremental);
+  CHECK(rows_of(r.agg, day(7)).at(0).uniq_users == 2);
   // A changed predicate with incremental updates switched back on: the option decides.
-  update_restarted(ck, raw, agg, last_days(2), daily_with_uniq, "v3", 7, {.incremental = false});
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily_with_uniq, "v3", 7) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  r.update(last_days(2), 7, daily_with_uniq, "v3", {.incremental = false});
+  CHECK(r.update(last_days(1), 7, daily_with_uniq, "v3") == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
 }
 
 TEST_CASE("R-WHERE-8: a changed predicate next to a non-deterministic one reports the non-determinism") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 6; ++n) raw.append(Event{day(n), 1, n});
-  update_restarted(ck, raw, agg, last_days(4), daily, "v1", 5);
+  restarts r;
+  one_a_day(r.raw, 0, 6);
+  r.update(last_days(4), 5);
   // rand() < 2.0 keeps every row: the target is the same, the plan is not.
-  CHECK(update_restarted(ck, raw, agg, last_days(3) && w::rand() < 2.0, daily, "v1", 5) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_NOT_DETERMINISTIC"});
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 5) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC"});
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 5) == plan_pair{"INCREMENTAL", "none"});
-  CHECK(rows_of(agg, day(0)).empty());  // outside every window
-  for (int n = 1; n < 6; ++n) CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
+  CHECK(r.update(last_days(3) && w::rand() < 2.0, 5) == recompute("REPLACE_WHERE_NOT_DETERMINISTIC"));
+  CHECK(r.update(last_days(2), 5) == recompute("PRIOR_REPLACE_WHERE_NOT_DETERMINISTIC"));
+  CHECK(r.update(last_days(1), 5) == incremental);
+  CHECK(rows_of(r.agg, day(0)).empty());  // outside every window
+  r.check_recomputed(1, 5);
 }
 
 TEST_CASE("R-WHERE-4/R-WHERE-8: a changed predicate after an override is compared with the override's window") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
-  for (int n = 0; n < 10; ++n) {
-    raw.append(Event{day(n), 1, n});
-    update_restarted(ck, raw, agg, last_days(1), daily, "v1", n);
-  }
+  restarts r;
+  r.history(10, last_days(1));
   // A backfill of days 3 onwards, under the flow's own predicate as declared.
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 9, {}, 1, last_days(6)) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  CHECK(agg.size() == 10);
-  // A wider predicate than the flow had, inside the backfilled window: incremental.
-  raw.append(Event{day(10), 1, 10});
-  CHECK(update_restarted(ck, raw, agg, last_days(4), daily, "v1", 10) == plan_pair{"INCREMENTAL", "none"});
-  // Wider than the previous update's window [day 6, +inf): a recompute.
-  CHECK(update_restarted(ck, raw, agg, last_days(8), daily, "v1", 10) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  // An override is a recompute even when it is the flow's predicate itself
-  // or narrower than the window processed (R-WHERE-4).
-  CHECK(update_restarted(ck, raw, agg, last_days(8), daily, "v1", 10, {}, 1, last_days(8)) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  CHECK(update_restarted(ck, raw, agg, last_days(8), daily, "v1", 10, {}, 1, last_days(1)) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  // The override's window [day 9, +inf) was the last processed: a predicate
-  // of two days is wider, one of one day is not.
-  CHECK(update_restarted(ck, raw, agg, last_days(2), daily, "v1", 10) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  CHECK(update_restarted(ck, raw, agg, last_days(1), daily, "v1", 10) == plan_pair{"INCREMENTAL", "none"});
-  for (int n = 0; n <= 10; ++n) CHECK(rows_of(agg, day(n)) == recomputed(raw, day(n)));
+  CHECK(r.update(last_days(1), 9, daily, "v1", {}, 1, last_days(6)) ==
+        recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+  CHECK(r.agg.size() == 10);
+  one_a_day(r.raw, 10, 11);
+  // Day 10's updates: the predicate (in days), the override's (0: none),
+  // the plan. A wider predicate than the flow had, inside the backfilled
+  // window: incremental; wider than the previous update's window
+  // [day 6, +inf): a recompute. An override is a recompute even when it is
+  // the flow's predicate itself or narrower than the window processed
+  // (R-WHERE-4). The override's window [day 9, +inf) was the last
+  // processed: a predicate of two days is wider, one of one day is not.
+  const auto unsupported = recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+  const std::tuple<int, int, plan_pair> steps[] = {{4, 0, incremental}, {8, 0, unsupported}, {8, 8, unsupported},
+                                                   {8, 1, unsupported}, {2, 0, unsupported}, {1, 0, incremental}};
+  for (const auto& [days, override_days, want] : steps) {
+    CAPTURE(days);
+    CAPTURE(override_days);
+    const std::optional<w::expr> backfill =
+        override_days > 0 ? std::optional<w::expr>(last_days(override_days)) : std::nullopt;
+    CHECK(r.update(last_days(days), 10, daily, "v1", {}, 1, backfill) == want);
+  }
+  r.check_recomputed(0, 10);
 }
 
 TEST_CASE("R-WHERE-10: checkpoints of formats 1 and 2 still open; a format-2 definition's predicate text is dropped") {
   fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 6; ++n) raw.append(Event{day(n), 1, n});
+  one_a_day(raw, 0, 6);
   // A blob of `format`, written by a flow with last_days(4) at day 5. Format
   // 2 has format 3's fields; its definition was "REPLACE WHERE ", the
   // predicate's text, and " (no incremental)" when incremental updates were
   // off. Format 1 ends before the definition and the query.
-  const auto older = [&](fl::StreamingTable<Agg>& t, int format, bool incremental) {
-    fl::ReplaceWhere v1{"t", last_days(4), {.incremental = incremental, .query_version = "v1"}};
+  const auto older = [&](fl::StreamingTable<Agg>& t, int format, bool incremental_on) {
+    fl::ReplaceWhere v1{"t", last_days(4), {.incremental = incremental_on, .query_version = "v1"}};
     v1.apply(t, at(5), daily, raw);
-    std::string blob;
-    fl::detail::byte_writer wr{blob};
-    v1.write_checkpoint(wr, fl::checkpoint_scope::snapshot);
+    const std::string blob = snapshot_of(v1);
     REQUIRE(blob.size() > 6);
     CHECK(blob.substr(0, 6) == std::string("FLRW\x03\x00", 6));
     fl::detail::replace_where_state s =
         fl::detail::decode_replace_where_state(blob, fl::checkpoint_scope::snapshot, "t");
-    s.definition = "REPLACE WHERE " + last_days(4).to_string() + (incremental ? "" : " (no incremental)");
+    s.definition = "REPLACE WHERE " + last_days(4).to_string() + (incremental_on ? "" : " (no incremental)");
     if (format == 1) {
       s.definition.clear();
       s.query.clear();
@@ -969,38 +866,26 @@ TEST_CASE("R-WHERE-10: checkpoints of formats 1 and 2 still open; a format-2 def
   };
   const auto reopened = [&](fl::StreamingTable<Agg>& t, const std::string& blob, const w::expr& p) {
     fl::ReplaceWhere f{"t", p, {.query_version = "v1"}};
-    fl::checkpoint_blobs b;
-    b.snapshot = std::string_view(blob);
-    f.read_checkpoint(t, b);
+    restore(f, t, blob);
     f.apply(t, at(6), daily, raw);
-    return plan_pair{technique_of(f.last_plan()), reason_of(f.last_plan())};
+    return plan_of(f);
   };
-  raw.append(Event{day(6), 1, 6});
+  one_a_day(raw, 6, 7);
   fl::StreamingTable<Agg> same{"t"}, narrower{"t"}, wider{"t"}, off{"t"}, unknown{"t"};
-  CHECK(reopened(same, older(same, 2, true), last_days(4)) == plan_pair{"INCREMENTAL", "none"});
-  CHECK(reopened(narrower, older(narrower, 2, true), last_days(1)) == plan_pair{"INCREMENTAL", "none"});
-  CHECK(reopened(wider, older(wider, 2, true), last_days(6)) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "UNSUPPORTED_REPLACE_WHERE_PREDICATE"});
-  CHECK(reopened(off, older(off, 2, false), last_days(4)) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  CHECK(reopened(same, older(same, 2, true), last_days(4)) == incremental);
+  CHECK(reopened(narrower, older(narrower, 2, true), last_days(1)) == incremental);
+  CHECK(reopened(wider, older(wider, 2, true), last_days(6)) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
+  CHECK(reopened(off, older(off, 2, false), last_days(4)) == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
   // Format 1 recorded no definition: unknown, so a recompute.
-  CHECK(reopened(unknown, older(unknown, 1, true), last_days(4)) ==
-        plan_pair{"COMPLETE_RECOMPUTE", "REPLACE_WHERE_DEFINITION_CHANGED"});
+  CHECK(reopened(unknown, older(unknown, 1, true), last_days(4)) == recompute("REPLACE_WHERE_DEFINITION_CHANGED"));
   for (auto* t : {&same, &narrower, &wider, &off, &unknown}) CHECK(rows_of(*t, day(6)) == recomputed(raw, day(6)));
   // A format this build does not know is refused, naming the one it reads.
   fl::StreamingTable<Agg> later{"t"};
   std::string blob = older(later, 2, true);
   blob[4] = 4;
   fl::ReplaceWhere f{"t", last_days(4), {.query_version = "v1"}};
-  fl::checkpoint_blobs b;
-  b.snapshot = std::string_view(blob);
-  try {
-    f.read_checkpoint(later, b);
-    FAIL("accepted");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_corrupt);
-    CHECK(std::string(e.what()).find("unknown format version 4 (this build reads version 3)") != std::string::npos);
-  }
+  CHECK(flowtest::contains(flowtest::message_of(fl::errc::checkpoint_corrupt, [&] { restore(f, later, blob); }),
+                           "unknown format version 4 (this build reads version 3)"));
 }
 
 TEST_CASE("R-WHERE-4/R-WHERE-7: an override's window is remembered on the flow's slice column only") {
@@ -1015,8 +900,7 @@ TEST_CASE("R-WHERE-4/R-WHERE-7: an override's window is remembered on the flow's
     CHECK(!flow.last_plan().window.has_value());  // not remembered: no slice column
     raw.append(Event{day(10), 1, 1});
     flow.apply(agg, at(10), daily, raw);
-    CHECK(technique_of(flow.last_plan()) == "COMPLETE_RECOMPUTE");
-    CHECK(reason_of(flow.last_plan()) == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
+    CHECK(plan_of(flow) == recompute("UNSUPPORTED_REPLACE_WHERE_PREDICATE"));
   }
   SUBCASE("a flow predicate with a range: the override's window covers the next update's") {
     fl::StreamingTable<Agg> agg{"agg"};
@@ -1026,113 +910,68 @@ TEST_CASE("R-WHERE-4/R-WHERE-7: an override's window is remembered on the flow's
     REQUIRE(flow.last_plan().window.has_value());
     raw.append(Event{day(10), 1, 1});
     flow.apply(agg, at(10), daily, raw);
-    CHECK(technique_of(flow.last_plan()) == "INCREMENTAL");
+    CHECK(plan_of(flow) == incremental);
   }
 }
 
 TEST_CASE("R-WHERE-1: a failed update is undone and replayed exactly once") {
-  fl::MemorySource<Event> raw{"events"};
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
+  restarts r;
   bool fail = false;
   fl::PipelineOptions po;
   po.fault_hook = [&](fl::fault_point fp, std::string_view, std::uint64_t) {
     if (fail && fp == fl::fault_point::before_commit) throw std::runtime_error("injected");
   };
-  fl::Pipeline p{"p", ck, po};
-  p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(2)});
+  fl::Pipeline p{"p", r.ck, po};
+  p.flow("agg").from(r.raw).query(daily).into(r.agg, fl::ReplaceWhere{last_days(2)});
   for (int n = 0; n < 3; ++n) {
-    raw.append(Event{day(n), 1, 1});
-    fl::UpdateOptions o;
-    o.now = clock_at(n);
-    p.update(o);
+    r.raw.append(Event{day(n), 1, 1});
+    update_at(p, n);
   }
-  const auto before = agg.sorted_all_rows();
-  raw.append(Event{day(2), 2, 5});
+  const auto before = r.agg.sorted_all_rows();
+  r.raw.append(Event{day(2), 2, 5});
   fail = true;
-  fl::UpdateOptions o;
-  o.now = clock_at(2);
-  CHECK_THROWS_AS(p.update(o), std::runtime_error);
-  CHECK(agg.sorted_all_rows() == before);
+  CHECK_THROWS_AS(update_at(p, 2), std::runtime_error);
+  CHECK(r.agg.sorted_all_rows() == before);
   fail = false;
-  p.update(o);
-  CHECK(rows_of(agg, day(2)) == std::vector<Agg>{{day(2), 2, 6, std::nullopt}});
-  CHECK(agg.size() == 3);
+  update_at(p, 2);
+  CHECK(rows_of(r.agg, day(2)) == std::vector<Agg>{{day(2), 2, 6, std::nullopt}});
+  CHECK(r.agg.size() == 3);
 }
 
 TEST_CASE("R-WHERE-8: planning_information events carry the technique and the reason") {
-  fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 5; ++n) raw.append(Event{day(n), 1, n});
-  fl::StreamingTable<Agg> agg{"agg"};
-  fl::MemoryCheckpoint ck;
+  restarts r;
+  one_a_day(r.raw, 0, 5);
   flowtest::json_events plans{"planning_information"};
   auto& [type, events, log] = plans;
-  fl::Pipeline p{"p", ck};
+  fl::Pipeline p{"p", r.ck};
   p.event_log(log);
-  p.flow("agg").from(raw).query(daily).into(agg, fl::ReplaceWhere{last_days(1)});
-  fl::UpdateOptions o;
-  o.now = clock_at(4);
-  p.update(o);
-  p.update(o);
-  fl::UpdateOptions backfill = o;
-  backfill.replace_where_overrides.emplace("agg", last_days(4));
-  p.update(backfill);
+  p.flow("agg").from(r.raw).query(daily).into(r.agg, fl::ReplaceWhere{last_days(1)});
+  update_at(p, 4);
+  update_at(p, 4);
+  update_at(p, 4, {{"agg", last_days(4)}});
   REQUIRE(events.size() == 3);
   CHECK(events[0]["flow"] == "agg");
-  CHECK(events[0]["technique"] == "COMPLETE_RECOMPUTE");
+  const std::string techniques[] = {"COMPLETE_RECOMPUTE", "INCREMENTAL", "COMPLETE_RECOMPUTE"};
+  for (std::size_t i = 0; i < 3; ++i) CHECK(events[i]["technique"] == techniques[i]);
   CHECK(events[0]["reason"].is_null());
-  CHECK(events[1]["technique"] == "INCREMENTAL");
   CHECK(events[1]["reason"].is_null());
-  CHECK(events[2]["technique"] == "COMPLETE_RECOMPUTE");
   CHECK(events[2]["reason"] == "UNSUPPORTED_REPLACE_WHERE_PREDICATE");
   CHECK(events[2]["pipeline"] == "p");
-  CHECK(agg.size() == 5);
+  CHECK(r.agg.size() == 5);
 }
 
 TEST_CASE("R-WHERE-7: a corrupt checkpoint blob is refused, the flow unchanged") {
   fl::StreamingTable<Agg> agg{"agg"};
   fl::ReplaceWhere flow{"agg", last_days(1)};
-  fl::checkpoint_blobs blobs;
-  const std::string junk = "FLRW\x01";
-  blobs.snapshot = std::string_view(junk);
-  try {
-    flow.read_checkpoint(agg, blobs);
-    FAIL("accepted");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_corrupt);
-  }
+  CHECK(flowtest::error_of([&] { restore(flow, agg, std::string("FLRW\x01")); }).code() ==
+        fl::errc::checkpoint_corrupt);
   CHECK(flow.updates() == 0);
 }
 
 // --- Randomised equivalence -------------------------------------------------------------------
 
-struct random_world {
-  fl::MemorySource<Event> fact{"fact"};
-  fl::MemorySource<User> users{"users"};
-};
-
-/// A pipeline writing one target; `incremental` chooses the flow's option.
-struct random_side {
-  fl::StreamingTable<RegionDay> table;
-  fl::MemoryCheckpoint ck;
-  std::unique_ptr<fl::Pipeline> p;
-  w::expr pred;
-  bool incremental;
-  random_side(std::string name, w::expr pr, bool inc) : table(name), pred(std::move(pr)), incremental(inc) {}
-  void open(random_world& world, fl::EventLog* log = nullptr) {
-    p.reset();
-    p = std::make_unique<fl::Pipeline>("p", ck);
-    if (log != nullptr) p->event_log(*log);
-    p->flow("f").from(world.fact).with(world.users).query(by_region).into(
-        table, fl::ReplaceWhere{"f", pred, fl::ReplaceWhereOptions{.incremental = incremental}});
-  }
-};
-
 TEST_CASE("R-WHERE-7: incremental updates give the target a complete recompute gives (random histories)") {
-  std::uint64_t incremental_updates = 0, updates = 0;
-  fl::EventLog log{[&](std::string_view line) {
-    if (line.find("\"technique\":\"INCREMENTAL\"") != std::string_view::npos) ++incremental_updates;
-  }};
+  int incremental_updates = 0, updates = 0;
   for (std::uint32_t seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
     const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -1142,34 +981,18 @@ TEST_CASE("R-WHERE-7: incremental updates give the target a complete recompute g
                          : shape == 2 ? (w::col("event_date") > w::current_date() - w::days(5) &&
                                          w::col("event_date") <= w::current_date() + w::days(1))
                                       : last_days(6);
-    random_world world;
-    for (int u = 0; u < 4; ++u) world.users.append(User{u, "r" + std::to_string(u % 2)});
-    random_side inc{"inc", pred, true}, full{"full", pred, false};
-    inc.open(world, &log);
-    full.open(world);
+    world wd;
+    side inc{"inc"}, full{"full"};
+    inc.open(wd, pred, "", true);
+    full.open(wd, pred, "", false);
     int today = 0;
     for (int step = 0; step < 30; ++step) {
-      const int ops = pick(1, 4);
-      for (int k = 0; k < ops; ++k) {
-        switch (pick(0, 5)) {
-          case 0:
-          case 1:
-          case 2: world.fact.append(Event{day(today + pick(-8, 1)), pick(0, 5), pick(1, 9)}); break;
-          case 3: {
-            const Day d = day(today + pick(-8, 0));
-            world.fact.erase_where([&](const Event& e) { return e.event_date == d && e.user_id % 2 == 0; });
-            break;
-          }
-          case 4: world.users.append(User{pick(0, 5), "r" + std::to_string(pick(0, 2))}); break;
-          default: today += pick(0, 2); break;
-        }
-      }
-      if (pick(0, 7) == 0) inc.open(world, &log);  // a restart over the same checkpoint
-      fl::UpdateOptions o;
-      o.now = clock_at(today);
-      inc.p->update(o);
-      full.p->update(o);
+      for (int k = pick(1, 4); k > 0; --k) wd.change(pick, today, 8, 1);
+      if (pick(0, 7) == 0) inc.open(wd, pred, "", true);  // a restart over the same checkpoint
+      inc.update(today);
+      full.update(today);
       ++updates;
+      if (inc.last == incremental) ++incremental_updates;
       INFO("seed " << seed << " step " << step << " predicate " << pred.to_string());
       REQUIRE(inc.table.sorted_all_rows() == full.table.sorted_all_rows());
     }
@@ -1191,7 +1014,7 @@ TEST_CASE("R-WHERE-3: where::context takes any system-clock time point, floored 
   CHECK(seeded.seed == 9);
   // UpdateOptions::now and the standalone clock give the same updates.
   fl::MemorySource<Event> raw{"events"};
-  for (int n = 0; n < 4; ++n) raw.append(Event{day(n), 1, n});
+  one_a_day(raw, 0, 4);
   fl::StreamingTable<Agg> agg{"agg"};
   fl::ReplaceWhere flow{"agg", last_days(1)};
   flow.apply(agg, w::context{clock_at(3)}, daily, raw);
@@ -1203,7 +1026,7 @@ TEST_CASE("R-WHERE-7: a source filled again with fewer appends than before a res
   fl::MemoryCheckpoint ck;
   {
     fl::MemorySource<Event> raw{"events"};
-    for (int n = 0; n < 4; ++n) raw.append(Event{day(n), 1, n});  // version 4
+    one_a_day(raw, 0, 4);  // version 4
     update_restarted(ck, raw, agg, last_days(3), daily, "v1", 3);
   }
   // The restarted program appends the same records, and a new day, in one

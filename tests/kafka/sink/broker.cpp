@@ -8,6 +8,7 @@
 #include <flowlib/sink/kafka.hpp>
 
 #include "kafka/sink/sink_support.hpp"
+#include "support/errors.hpp"
 #include "support/kafka_mock.hpp"
 
 #include <doctest/doctest.h>
@@ -55,6 +56,21 @@ void expect_batch(expected_topic& want, std::uint64_t batch, const std::vector<R
   }
 }
 
+// A sink writing the flow "export"'s batches to a topic of `partitions`
+// partitions, and the model of what the topic must hold.
+struct exporter {
+  fl::KafkaSink<Reading> sink;
+  std::int32_t partitions;
+  expected_topic want{"pipeline", "export", {}};
+
+  exporter(const fl::KafkaSinkOptions<Reading>& o, std::int32_t parts) : sink{o}, partitions(parts) {}
+  /// Delivers batch `id`; the topic must then hold its records once.
+  void deliver(std::uint64_t id, const std::vector<Reading>& rows) {
+    sink.deliver("export", id, rows);
+    expect_batch(want, id, rows, partitions);
+  }
+};
+
 fl::KafkaSinkOptions<Reading> options(const std::string& topic, std::chrono::milliseconds delivery_timeout) {
   auto o = sink_options<Reading>(flowtest::shared_kafka_mock(), topic);
   o.key = [](const Reading& r) { return std::optional<std::string>(std::to_string(r.sensor)); };
@@ -85,29 +101,20 @@ TEST_CASE("R-SINK-1: the broker goes down during a batch: SINK_IO_ERROR, then th
         mock.broker_down();
       }
     };
-    fl::KafkaSink<Reading> sink{o};
-    expected_topic want{"pipeline", "export", {}};
-    const auto b0 = readings(0, 10);
+    exporter e{o, 3};
+    e.deliver(0, readings(0, 10));
     const auto b1 = readings(100, 10);
-    sink.deliver("export", 0, b0);
-    expect_batch(want, 0, b0, 3);
     take_down = true;
-    try {
-      sink.deliver("export", 1, b1);
-      FAIL("no error while the broker was down");
-    } catch (const fl::error& e) {
-      CHECK(e.code() == fl::errc::sink_io);
-      CHECK(e.flow() == "export");
-      const std::string what = e.what();
-      CHECK(what.find("of batch 1 to topic '" + topic + "'") != std::string::npos);
-    }
+    const fl::error failed = flowtest::error_of([&] { e.sink.deliver("export", 1, b1); });  // the broker is down
+    CHECK(failed.code() == fl::errc::sink_io);
+    CHECK(failed.flow() == "export");
+    CHECK(flowtest::contains(failed.what(), "of batch 1 to topic '" + topic + "'"));
     mock.broker_up();
-    sink.deliver("export", 1, b1);
-    expect_batch(want, 1, b1, 3);
-    CHECK(sink.last_delivery().read_tails);
-    CHECK(sink.last_delivery().already_there + sink.last_delivery().written == b1.size());
-    CHECK(sink.last_delivery().already_there <= down_at);
-    want.check(read_topic(mock, topic));
+    e.deliver(1, b1);
+    CHECK(e.sink.last_delivery().read_tails);
+    CHECK(e.sink.last_delivery().already_there + e.sink.last_delivery().written == b1.size());
+    CHECK(e.sink.last_delivery().already_there <= down_at);
+    e.want.check(read_topic(mock, topic));
   }
 }
 
@@ -126,17 +133,13 @@ TEST_CASE("R-SINK-1: the broker comes back while the sink waits: the batch succe
       });
     }
   };
-  fl::KafkaSink<Reading> sink{o};
-  expected_topic want{"pipeline", "export", {}};
-  const auto b0 = readings(0, 8);
+  exporter e{o, 2};
+  e.deliver(0, readings(0, 8));
   const auto b1 = readings(100, 12);
-  sink.deliver("export", 0, b0);
-  expect_batch(want, 0, b0, 2);
-  sink.deliver("export", 1, b1);
-  expect_batch(want, 1, b1, 2);
+  e.deliver(1, b1);
   up.join();
-  CHECK(sink.last_delivery().written == b1.size());
-  want.check(read_topic(mock, topic));
+  CHECK(e.sink.last_delivery().written == b1.size());
+  e.want.check(read_topic(mock, topic));
 }
 
 TEST_CASE("R-SINK-1: fatal, permanent and retriable produce errors: SINK_IO_ERROR where the records fail, and a clean retry") {
@@ -163,13 +166,10 @@ TEST_CASE("R-SINK-1: fatal, permanent and retriable produce errors: SINK_IO_ERRO
   for (const auto& c : cases) {
     CAPTURE(rd_kafka_err2name(c.err));
     const std::string topic = fresh_topic(mock, 3);
-    fl::KafkaSink<Reading> sink{options(topic, 10s)};
-    expected_topic want{"pipeline", "export", {}};
-    const auto b0 = readings(0, 9);
+    exporter e{options(topic, 10s), 3};
+    auto& sink = e.sink;
+    e.deliver(0, readings(0, 9));
     const auto b1 = readings(100, 15);
-    const auto b2 = readings(200, 6);
-    sink.deliver("export", 0, b0);
-    expect_batch(want, 0, b0, 3);
     // The first produce request of batch 1 fails; twice for the retriable
     // ones.
     mock.push_request_errors(produce_api, c.fails ? std::vector<rd_kafka_resp_err_t>{c.err}
@@ -192,11 +192,10 @@ TEST_CASE("R-SINK-1: fatal, permanent and retriable produce errors: SINK_IO_ERRO
       CHECK(sink.last_delivery().already_there == written);
       CHECK(sink.last_delivery().written == b1.size() - written);
     }
-    expect_batch(want, 1, b1, 3);
-    sink.deliver("export", 2, b2);
-    expect_batch(want, 2, b2, 3);
+    expect_batch(e.want, 1, b1, 3);
+    e.deliver(2, readings(200, 6));
     CHECK_FALSE(sink.last_delivery().read_tails);
-    want.check(read_topic(mock, topic));
+    e.want.check(read_topic(mock, topic));
   }
 }
 
@@ -204,20 +203,13 @@ TEST_CASE("R-SINK-1: a topic the cluster refuses fails the batch with SINK_IO_ER
   auto& mock = flowtest::shared_kafka_mock();
   const std::string topic = fresh_topic(mock, 2);
   mock.set_topic_error(topic, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
-  fl::KafkaSink<Reading> sink{options(topic, 2s)};
+  exporter e{options(topic, 2s), 2};
   const auto rows = readings(0, 5);
-  try {
-    sink.deliver("export", 0, rows);
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::sink_io);
-    CHECK(std::string(e.what()).find("topic '" + topic + "'") != std::string::npos);
-  }
+  CHECK(flowtest::contains(flowtest::message_of(fl::errc::sink_io, [&] { e.sink.deliver("export", 0, rows); }),
+                           "topic '" + topic + "'"));
   mock.set_topic_error(topic, RD_KAFKA_RESP_ERR_NO_ERROR);
-  sink.deliver("export", 0, rows);
-  expected_topic want{"pipeline", "export", {}};
-  expect_batch(want, 0, rows, 2);
-  want.check(read_topic(mock, topic));
+  e.deliver(0, rows);
+  e.want.check(read_topic(mock, topic));
 }
 
 }  // namespace kafka_sink_broker

@@ -14,6 +14,7 @@
 #include <flowlib/sink/kafka.hpp>
 
 #include "kafka/sink/sink_support.hpp"
+#include "support/errors.hpp"
 #include "support/kafka_mock.hpp"
 
 #include <doctest/doctest.h>
@@ -29,6 +30,7 @@
 namespace kafka_sink_exactly_once {
 
 namespace fl = flowlib;
+using flowtest::contains;
 using kafka_sink_support::expected_record;
 using kafka_sink_support::expected_topic;
 using kafka_sink_support::read_topic;
@@ -99,6 +101,11 @@ struct harness {
   }
 
   void deliver(std::uint64_t batch, const std::vector<Ev>& rows) { sink->deliver(flow, batch, rows); }
+  /// Delivers `rows` as `batch`, which the topic must then hold once.
+  void deliver_expected(std::uint64_t batch, const std::vector<Ev>& rows) {
+    deliver(batch, rows);
+    expect(batch, rows);
+  }
   void check() const { want.check(read_topic(mock, topic)); }
   const fl::KafkaSinkDelivery& last() const { return sink->last_delivery(); }
 };
@@ -131,16 +138,14 @@ TEST_CASE("R-SINK-1: a failure at every record position of a batch, then a retry
     for (std::size_t k = 0; k <= b1.size(); ++k) {
       CAPTURE(k);
       auto& h = *flows.emplace_back(std::make_unique<harness>(mock, topic, 3, "pipeline", "f" + std::to_string(k)));
-      h.deliver(0, b0);
-      h.expect(0, b0);
+      h.deliver_expected(0, b0);
       h.fail_at = std::make_pair(std::uint64_t{1}, k);
       if (k < b1.size()) {
         CHECK_THROWS_AS(h.deliver(1, b1), injected_failure);
         CHECK(h.last().written == k);  // records before k were handed over and delivered
         if (restart) h.restart();
       }
-      h.deliver(1, b1);
-      h.expect(1, b1);
+      h.deliver_expected(1, b1);
       if (k < b1.size()) {
         CHECK(h.last().read_tails);
         CHECK(h.last().already_there == k);
@@ -150,8 +155,7 @@ TEST_CASE("R-SINK-1: a failure at every record position of a batch, then a retry
         CHECK(h.last().written == b1.size());
       }
       if (k % 5 == 0) {
-        h.deliver(2, b2);
-        h.expect(2, b2);
+        h.deliver_expected(2, b2);
         CHECK_FALSE(h.last().read_tails);
       }
     }
@@ -172,10 +176,8 @@ TEST_CASE("R-SINK-1: a batch delivered again (its commit did not happen) writes 
   harness h(mock, fresh_topic(mock, 4), 4);
   const auto b0 = make_rows(0, 12, rng);
   const auto b1 = make_rows(100, 17, rng);
-  h.deliver(0, b0);
-  h.expect(0, b0);
-  h.deliver(1, b1);
-  h.expect(1, b1);
+  h.deliver_expected(0, b0);
+  h.deliver_expected(1, b1);
   // The same sink: it knows batch 1 is written, reads nothing back.
   h.deliver(1, b1);
   CHECK(h.last().written == 0);
@@ -191,13 +193,11 @@ TEST_CASE("R-SINK-1: a batch delivered again (its commit did not happen) writes 
   CHECK(h.last().written == 0);
   // Then the next batch, without reading tails again.
   const auto b2 = make_rows(200, 5, rng);
-  h.deliver(2, b2);
-  h.expect(2, b2);
+  h.deliver_expected(2, b2);
   CHECK(h.last().written == b2.size());
   CHECK_FALSE(h.last().read_tails);
   // An empty batch writes nothing and is no failure.
-  h.deliver(3, {});
-  h.expect(3, {});
+  h.deliver_expected(3, {});
   CHECK(h.last().written == 0);
   h.check();
 }
@@ -216,15 +216,13 @@ TEST_CASE("R-SINK-1: a later batch after a partial one, and a partial batch retr
   CHECK_THROWS_AS(h.deliver(0, b0), injected_failure);
   CHECK(h.last().already_there == 5);
   h.restart();
-  h.deliver(0, b0);
-  h.expect(0, b0);
+  h.deliver_expected(0, b0);
   CHECK(h.last().already_there == 11);
   CHECK(h.last().written == 9);
   // The next batch after the restart: nothing of it is there; the tails of
   // the partitions batch 0 wrote are known, those it did not are read.
   const auto b1 = make_rows(100, 30, rng);
-  h.deliver(1, b1);
-  h.expect(1, b1);
+  h.deliver_expected(1, b1);
   CHECK(h.last().already_there == 0);
   CHECK(h.last().written == b1.size());
   h.check();
@@ -329,17 +327,12 @@ TEST_CASE("R-SINK-1: a topic holding a later batch of the writer and flow is CHE
   // A pipeline whose checkpoint is older than the topic delivers batch 0
   // again, from a restart: batch 1 is found above it.
   h.restart();
-  try {
-    h.deliver(0, b0);
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_mismatch);
-    CHECK(e.flow() == "export");
-    const std::string what = e.what();
-    CHECK(what.find("holds batch 1") != std::string::npos);
-    CHECK(what.find("batch 0 is being delivered") != std::string::npos);
-    CHECK(what.find("topic '" + h.topic + "' partition") != std::string::npos);
-  }
+  const fl::error e = flowtest::error_of([&] { h.deliver(0, b0); });
+  CHECK(e.code() == fl::errc::checkpoint_mismatch);
+  CHECK(e.flow() == "export");
+  CHECK(contains(e.what(), "holds batch 1"));
+  CHECK(contains(e.what(), "batch 0 is being delivered"));
+  CHECK(contains(e.what(), "topic '" + h.topic + "' partition"));
   // The same id twice in one process after other ids: read back too.
   h.restart();
   h.deliver(1, b1);
@@ -356,13 +349,8 @@ TEST_CASE("R-SINK-1: a batch whose rows changed between two deliveries is CHECKP
   h.fail_at = std::make_pair(std::uint64_t{0}, std::size_t{4});
   CHECK_THROWS_AS(h.deliver(0, b0), injected_failure);
   b0.pop_back();  // the replay has one row fewer
-  try {
-    h.deliver(0, b0);
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_mismatch);
-    CHECK(std::string(e.what()).find("rows or partitioning changed") != std::string::npos);
-  }
+  CHECK(contains(flowtest::message_of(fl::errc::checkpoint_mismatch, [&] { h.deliver(0, b0); }),
+                 "rows or partitioning changed"));
   const auto got = read_topic(mock, h.topic);
   CHECK(got.size() == 4);  // nothing more was written
 }

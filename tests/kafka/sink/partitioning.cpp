@@ -7,6 +7,7 @@
 #include <flowlib/sink/kafka.hpp>
 
 #include "kafka/sink/sink_support.hpp"
+#include "support/errors.hpp"
 #include "support/kafka_mock.hpp"
 
 #include <doctest/doctest.h>
@@ -105,14 +106,10 @@ TEST_CASE("R-SINK-1: a user partitioner decides; a partition out of range fails 
   want.check(read_topic(mock, topic));
   // n = 5 gives partition 3 of 3: refused before any record is written.
   const std::vector<Click> bad{{"e", 2}, {"f", 5}};
-  try {
-    sink.deliver("clicks", 1, bad);
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::invalid_argument);
-    CHECK(e.key() == "user=\"f\", n=5");
-    CHECK(std::string(e.what()).find("partition 3 for record 1 of batch 1") != std::string::npos);
-  }
+  const fl::error e = flowtest::error_of([&] { sink.deliver("clicks", 1, bad); });
+  CHECK(e.code() == fl::errc::invalid_argument);
+  CHECK(e.key() == "user=\"f\", n=5");
+  CHECK(flowtest::contains(e.what(), "partition 3 for record 1 of batch 1"));
   want.check(read_topic(mock, topic));
 }
 

@@ -11,10 +11,13 @@
 #include <flowlib/pipeline.hpp>
 #include <flowlib/source/kafka.hpp>
 
+#include "source_support.hpp"
+#include "support/errors.hpp"
 #include "support/kafka_mock.hpp"
 #include "support/rows.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -27,38 +30,23 @@ namespace kafka_source_faults {
 
 namespace fl = flowlib;
 using namespace std::chrono_literals;
+using flowtest::contains;
 
-struct Ev {
-  std::int64_t id = 0;
-  std::string v;
-  friend bool operator==(const Ev&, const Ev&) = default;
-  friend auto operator<=>(const Ev&, const Ev&) = default;
-};
-FLOWLIB_SCHEMA(Ev, id, v);
+using Ev = flowtest::Item;  // an id (k) and a value
 
 namespace {
 
-std::string json_of(const Ev& e) {
-  std::string s = "{\"id\":";
-  s += std::to_string(e.id);
-  s += ",\"v\":\"";
-  s += e.v;
-  s += "\"}";
-  return s;
-}
+std::string json_of(const Ev& e) { return nlohmann::json{{"k", e.k}, {"v", e.v}}.dump(); }
 
 // Short timeouts and backoffs: the failures below resolve in well under a
 // second once the cluster answers again.
 fl::KafkaSourceOptions<Ev> options(const flowtest::kafka_mock& mock, std::string topic,
                                    std::chrono::milliseconds read_timeout) {
-  fl::KafkaSourceOptions<Ev> o;
-  o.brokers = mock.bootstraps();
-  o.topic = std::move(topic);
-  o.config = {{"log_level", "0"},
-              {"reconnect.backoff.ms", "20"},
-              {"reconnect.backoff.max.ms", "100"},
-              {"fetch.error.backoff.ms", "50"},
-              {"retry.backoff.ms", "20"}};
+  auto o = kafka_source_support::source_options<Ev>(mock, std::move(topic));
+  o.config.insert(o.config.end(), {{"reconnect.backoff.ms", "20"},
+                                   {"reconnect.backoff.max.ms", "100"},
+                                   {"fetch.error.backoff.ms", "50"},
+                                   {"retry.backoff.ms", "20"}});
   o.request_timeout = 300ms;
   o.read_timeout = read_timeout;
   return o;
@@ -77,19 +65,7 @@ std::vector<Ev> produce(flowtest::kafka_mock& mock, const std::string& topic, in
   return out;
 }
 
-template <class F>
-std::string io_error_of(F&& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::source_io);
-    return e.what();
-  }
-  FAIL("expected SOURCE_IO_ERROR");
-  return {};
-}
-
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+std::string io_error_of(auto&& f) { return flowtest::message_of(fl::errc::source_io, f); }
 
 // Calls f until it does not throw SOURCE_IO_ERROR (the client reconnecting),
 // at most `attempts` times; returns its result.
@@ -213,34 +189,32 @@ TEST_CASE("R-SOURCE-1: injected request errors: retriable ones are retried withi
       mock.clear_request_errors(fetch);
     }
   }
-  SUBCASE("a Fetch error that is not retriable fails the read at once; the next read succeeds") {
-    for (int round = 0; round < 2; ++round) {
-      CAPTURE(round);
-      fl::KafkaSource<Ev> src{"events", options(mock, "t", 10s)};
-      CHECK(src.latest() == to);
-      mock.push_request_errors(fetch, {RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED});
-      std::vector<Ev> rows{{-1, "kept"}};
-      const auto msg = io_error_of([&] { src.read(from, to, rows); });
-      CHECK(contains(msg, "Topic authorization failed"));
-      CHECK(!contains(msg, "timed out"));
-      CHECK(rows == std::vector<Ev>{{-1, "kept"}});
-      mock.clear_request_errors(fetch);
-      rows.clear();
-      src.read(from, to, rows);
-      CHECK(rows == model);
-    }
-  }
-  SUBCASE("a broker that says an offset it holds is out of range: SOURCE_IO_ERROR, not SOURCE_DATA_LOST") {
+  // A new source's next read meets `err` once: SOURCE_IO_ERROR at once,
+  // `out` as it was; the read after it gives the rows.
+  const auto fails_once = [&](rd_kafka_resp_err_t err) {
     fl::KafkaSource<Ev> src{"events", options(mock, "t", 10s)};
     CHECK(src.latest() == to);
-    mock.push_request_errors(fetch, {RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE});
-    std::vector<Ev> rows;
+    mock.push_request_errors(fetch, {err});
+    std::vector<Ev> rows{{-1, "kept"}};
     const auto msg = io_error_of([&] { src.read(from, to, rows); });
-    CHECK(contains(msg, "out of range although the partition holds offsets [0, 8)"));
+    CHECK(rows == std::vector<Ev>{{-1, "kept"}});
     mock.clear_request_errors(fetch);
     rows.clear();
     src.read(from, to, rows);
     CHECK(rows == model);
+    return msg;
+  };
+  SUBCASE("a Fetch error that is not retriable fails the read at once; the next read succeeds") {
+    for (int round = 0; round < 2; ++round) {
+      CAPTURE(round);
+      const auto msg = fails_once(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+      CHECK(contains(msg, "Topic authorization failed"));
+      CHECK(!contains(msg, "timed out"));
+    }
+  }
+  SUBCASE("a broker that says an offset it holds is out of range: SOURCE_IO_ERROR, not SOURCE_DATA_LOST") {
+    CHECK(contains(fails_once(RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE),
+                   "out of range although the partition holds offsets [0, 8)"));
   }
   SUBCASE("a ListOffsets error fails latest() and start(); the next call answers") {
     fl::KafkaSource<Ev> src{"events", options(mock, "t", 10s)};

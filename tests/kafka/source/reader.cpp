@@ -5,6 +5,7 @@
 // removed, a timeout, a bad property).
 #include <flowlib/detail/kafka.hpp>
 
+#include "support/errors.hpp"
 #include "support/kafka_mock.hpp"
 
 #include <doctest/doctest.h>
@@ -21,6 +22,7 @@ namespace kafka_reader {
 namespace fl = flowlib;
 namespace fd = flowlib::detail;
 using namespace std::chrono_literals;
+using flowtest::contains;
 
 namespace {
 
@@ -45,19 +47,6 @@ Read read(rd_kafka_t* rk, const std::string& topic, const std::vector<fd::kafka_
   });
   return out;
 }
-
-std::string error_of(fl::errc code, auto&& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    CHECK(e.code() == code);
-    return e.what();
-  }
-  FAIL("expected a flowlib::error");
-  return {};
-}
-
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -138,7 +127,7 @@ TEST_CASE("R-SOURCE-5, kafka reader: a range ending at the high watermark comple
   // An empty range reads nothing and does not touch the cluster.
   CHECK(read(c.get(), t, {{0, 2, 2}}, 1ms).empty());
   // A range beyond the end times out, naming the partition and its end.
-  const auto msg = error_of(fl::errc::source_io, [&] { read(c.get(), t, {{0, 1, 5}}, 500ms); });
+  const auto msg = flowtest::message_of(fl::errc::source_io, [&] { read(c.get(), t, {{0, 1, 5}}, 500ms); });
   CHECK(contains(msg, "timed out"));
   CHECK(contains(msg, "partition 0 at offset 2 of [1, 5)"));
   CHECK(contains(msg, "its end is offset 2"));
@@ -147,7 +136,7 @@ TEST_CASE("R-SOURCE-5, kafka reader: a range ending at the high watermark comple
 TEST_CASE("R-SOURCE-1, kafka reader: errors") {
   auto& mock = flowtest::shared_kafka_mock();
   mock.create_topic("reader.errors", 1);
-  auto msg = error_of(fl::errc::invalid_argument,
+  auto msg = flowtest::message_of(fl::errc::invalid_argument,
                       [&] { fd::make_kafka_conf({{"no.such.property", "1"}}, ctx); });
   CHECK(contains(msg, "no.such.property"));
   CHECK(contains(msg, "reader_test"));
@@ -155,9 +144,9 @@ TEST_CASE("R-SOURCE-1, kafka reader: errors") {
   // The mock creates any topic a client asks about; an error set on the
   // topic stands in for one that does not exist.
   mock.set_topic_error("reader.missing", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
-  msg = error_of(fl::errc::source_io, [&] { fd::topic_partition_ids(c.get(), "reader.missing", 3s, ctx); });
+  msg = flowtest::message_of(fl::errc::source_io, [&] { fd::topic_partition_ids(c.get(), "reader.missing", 3s, ctx); });
   CHECK(contains(msg, "reader.missing"));
-  msg = error_of(fl::errc::invalid_argument, [&] { read(c.get(), "reader.errors", {{0, 0, 1}, {0, 1, 2}}); });
+  msg = flowtest::message_of(fl::errc::invalid_argument, [&] { read(c.get(), "reader.errors", {{0, 0, 1}, {0, 1, 2}}); });
   CHECK(contains(msg, "twice"));
 }
 
@@ -171,7 +160,7 @@ TEST_CASE("R-SOURCE-1, kafka reader: a query that fails says what the client saw
   fd::kafka_conf conf = fd::make_kafka_conf(props, noted);
   note.install(conf.get());
   auto c = fd::make_kafka_handle(RD_KAFKA_CONSUMER, std::move(conf), noted);
-  const auto msg = error_of(fl::errc::source_io, [&] { fd::topic_partition_ids(c.get(), "x", 500ms, noted); });
+  const auto msg = flowtest::message_of(fl::errc::source_io, [&] { fd::topic_partition_ids(c.get(), "x", 500ms, noted); });
   CHECK(contains(msg, "reading the partitions of topic 'x'"));
   CHECK(contains(msg, "last client error"));
   // Which of the client's errors came last depends on timing: the refused

@@ -1,30 +1,34 @@
 // KafkaSource (source/kafka.hpp) on the mock cluster, without a pipeline:
-// start/latest are the watermarks; plan() against a model (offsets dealt
-// round robin over the partitions with records to read) and read() against
-// the records produced, for every partition and for a chosen subset, read
-// twice (R-SOURCE-1, R-SOURCE-5); records into rows (the default JSON
+// the source contract (support/source_contract.hpp) for every partition
+// and for a chosen subset, start/latest being the watermarks and plan()
+// dealing offsets round robin over the partitions with records to read
+// (R-SOURCE-1, R-SOURCE-5); records into rows (the default JSON
 // decoding, tombstones, a deserializer that sees key, value, headers and
 // timestamp); a record that does not decode (R-SOURCE-2); the configuration
 // errors.
 #include <flowlib/source/kafka.hpp>
 
+#include "source_support.hpp"
+#include "support/errors.hpp"
 #include "support/kafka_mock.hpp"
+#include "support/source_contract.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
-#include <chrono>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kafka_source {
 
 namespace fl = flowlib;
-using namespace std::chrono_literals;
 
 struct Ev {
   std::int64_t id = 0;
@@ -50,27 +54,14 @@ static_assert(fl::source<fl::KafkaSource<NoSchema>>);
 
 namespace {
 
-std::string json_of(const Ev& e) {
-  std::string s = "{\"id\":";
-  s += std::to_string(e.id);
-  s += ",\"seq\":";
-  s += std::to_string(e.seq);
-  s += ",\"v\":\"";
-  s += e.v;
-  s += "\"}";
-  return s;
-}
+using kafka_source_support::source_options;
+using flowtest::contains;
+
+std::string json_of(const Ev& e) { return nlohmann::json{{"id", e.id}, {"seq", e.seq}, {"v", e.v}}.dump(); }
 
 fl::KafkaSourceOptions<Ev> options(const flowtest::kafka_mock& mock, std::string topic,
                                    std::vector<std::int32_t> partitions = {}) {
-  fl::KafkaSourceOptions<Ev> o;
-  o.brokers = mock.bootstraps();
-  o.topic = std::move(topic);
-  o.partitions = std::move(partitions);
-  o.config = {{"log_level", "0"}};
-  o.request_timeout = 5s;
-  o.read_timeout = 10s;
-  return o;
+  return source_options<Ev>(mock, std::move(topic), std::move(partitions));
 }
 
 // The offsets plan() should give: dealt out one at a time, round robin over
@@ -104,119 +95,62 @@ fl::source_position model_plan(const fl::source_position& from, const fl::source
   return to;
 }
 
-template <class F>
-std::string error_of(fl::errc code, F&& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    CHECK(e.code() == code);
-    return e.what();
-  }
-  FAIL("expected a flowlib::error");
-  return {};
-}
+// KafkaSource under the contract suite (support/source_contract.hpp): a
+// topic of its own, records produced to any of its partitions, read by a
+// source over all of them or over `subset`; start() and latest() are the
+// watermarks, plan() deals offsets round robin.
+struct kafka_harness {
+  flowtest::kafka_mock& mock;
+  std::string topic;
+  int parts;
+  std::vector<std::int32_t> subset;
+  bool made = (mock.create_topic(topic, parts), true);
+  fl::KafkaSource<Ev> s{"events", options(mock, topic, subset)};
 
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+  const fl::KafkaSource<Ev>& source() const { return s; }
+  std::vector<std::uint32_t> partitions() const {
+    std::vector<std::uint32_t> out;
+    for (int p = 0; p < parts; ++p) out.push_back(static_cast<std::uint32_t>(p));
+    return out;
+  }
+  bool reads(std::uint32_t p) const {
+    return subset.empty() || std::find(subset.begin(), subset.end(), static_cast<std::int32_t>(p)) != subset.end();
+  }
+  Ev row(std::uint64_t n) const {
+    const auto i = static_cast<std::int64_t>(n);
+    return {i, i * 7, "e" + std::to_string(i)};
+  }
+  void append(std::uint32_t p, const std::vector<Ev>& rows) {
+    std::vector<flowtest::mock_record> recs;
+    for (const auto& e : rows) recs.push_back({static_cast<std::int32_t>(p), "k" + std::to_string(e.id), json_of(e), {}, 0});
+    mock.produce(topic, recs);
+  }
+  fl::source_position plan_model(const fl::source_position& from, const fl::source_position& latest,
+                                 std::size_t limit) const {
+    return model_plan(from, latest, limit);
+  }
+};
 
 }  // namespace
 
-TEST_CASE("R-SOURCE-5: start and latest are the watermarks; plan and read match a model, read twice, over all partitions and a subset") {
+TEST_CASE("R-SOURCE-1, R-SOURCE-5: the source contract over all of a topic's partitions and over a subset; start and latest are the watermarks, plan deals offsets round robin") {
   auto& mock = flowtest::shared_kafka_mock();
   for (std::uint32_t seed : {1u, 2u, 3u, 4u}) {
     CAPTURE(seed);
     std::mt19937 rng(seed);
     const int parts = 1 + static_cast<int>(rng() % 4);
-    const std::string topic = "source0." + std::to_string(seed);
-    mock.create_topic(topic, parts);
-    std::vector<std::vector<Ev>> model(static_cast<std::size_t>(parts));
-
-    // The whole topic, and a random non-empty subset of its partitions.
-    std::vector<std::int32_t> subset;
+    std::vector<std::int32_t> subset;  // a random non-empty subset
     for (int p = 0; p < parts; ++p)
       if (rng() % 2) subset.push_back(p);
     if (subset.empty()) subset.push_back(parts - 1);
-    fl::KafkaSource<Ev> all{"all", options(mock, topic)};
-    fl::KafkaSource<Ev> some{"some", options(mock, topic, subset)};
-    CHECK(all.start() == fl::source_position{} );
-    CHECK(all.partitions().size() == static_cast<std::size_t>(parts));
-    CHECK(some.partitions() == subset);
+    const flowtest::contract_sizes sizes{.steps = 12, .most_appended = 60, .most_limit = 40, .replays = 6};
 
-    struct reader {
-      fl::KafkaSource<Ev>* src;
-      std::vector<std::int32_t> parts;
-      fl::source_position at;
-      std::vector<std::vector<Ev>> got;
-    };
-    std::vector<reader> readers{{&all, {}, {}, {}}, {&some, subset, {}, {}}};
-    for (int p = 0; p < parts; ++p) readers[0].parts.push_back(p);
-    for (auto& r : readers) {
-      r.at = r.src->start();
-      r.got.resize(static_cast<std::size_t>(parts));
-    }
-
-    std::int64_t next = 0;
-    for (int step = 0; step < 12; ++step) {
-      // Produce a few records to random partitions.
-      std::vector<flowtest::mock_record> recs;
-      const int n = static_cast<int>(rng() % 60);
-      for (int i = 0; i < n; ++i) {
-        const auto p = static_cast<std::int32_t>(rng() % static_cast<unsigned>(parts));
-        Ev e{next, next * 7, "e" + std::to_string(next)};
-        ++next;
-        recs.push_back({p, "k" + std::to_string(e.id), json_of(e), {}, 0});
-        model[static_cast<std::size_t>(p)].push_back(e);
-      }
-      mock.produce(topic, recs);
-
-      for (auto& r : readers) {
-        const fl::source_position latest = r.src->latest();
-        REQUIRE(latest.partitions().size() == r.parts.size());
-        for (const std::int32_t p : r.parts)
-          CHECK(latest.offset(static_cast<std::uint32_t>(p)) == model[static_cast<std::size_t>(p)].size());
-        const std::size_t limit = rng() % 3 == 0 ? 0 : 1 + rng() % 40;
-        const fl::source_position to = r.src->plan(r.at, limit);
-        CHECK(to == model_plan(r.at, latest, limit));
-        CHECK(r.src->plan(r.at, limit) == to);  // deterministic
-        CHECK(to.rows_after(r.at) <= (limit == 0 ? latest.rows_after(r.at) : limit));
-
-        std::vector<Ev> rows{Ev{-1, -1, "kept"}};
-        r.src->read(r.at, to, rows);
-        std::vector<Ev> again;
-        r.src->read(r.at, to, again);  // a replay reads the same rows
-        REQUIRE(!rows.empty());
-        CHECK(rows.front() == Ev{-1, -1, "kept"});
-        rows.erase(rows.begin());
-        CHECK(rows == again);
-        // Partition order, then offset order: exactly the model's records.
-        std::vector<Ev> want;
-        for (const std::int32_t p : r.parts) {
-          const auto up = static_cast<std::uint32_t>(p);
-          for (auto o = r.at.offset(up); o < to.offset(up); ++o)
-            want.push_back(model[static_cast<std::size_t>(p)][o]);
-        }
-        CHECK(rows == want);
-        for (const std::int32_t p : r.parts) {
-          const auto up = static_cast<std::uint32_t>(p);
-          for (auto o = r.at.offset(up); o < to.offset(up); ++o)
-            r.got[static_cast<std::size_t>(p)].push_back(model[static_cast<std::size_t>(p)][o]);
-        }
-        r.at = to;
-      }
-    }
-    // Drain: every record of the partitions read, once each.
-    for (auto& r : readers) {
-      const fl::source_position latest = r.src->latest();
-      std::vector<Ev> rest;
-      r.src->read(r.at, r.src->plan(r.at, 0), rest);
-      std::size_t i = 0;
-      for (const std::int32_t p : r.parts) {
-        auto& got = r.got[static_cast<std::size_t>(p)];
-        for (auto o = r.at.offset(static_cast<std::uint32_t>(p)); o < latest.offset(static_cast<std::uint32_t>(p)); ++o)
-          got.push_back(rest.at(i++));
-        CHECK(got == model[static_cast<std::size_t>(p)]);
-      }
-      CHECK(i == rest.size());
-    }
+    kafka_harness all{mock, "source0.all." + std::to_string(seed), parts, {}};
+    flowtest::check_source_contract(all, seed, sizes);
+    CHECK(all.s.partitions().size() == static_cast<std::size_t>(parts));
+    kafka_harness some{mock, "source0.some." + std::to_string(seed), parts, subset};
+    flowtest::check_source_contract(some, seed, sizes);
+    CHECK(some.s.partitions() == subset);
   }
 }
 
@@ -299,7 +233,7 @@ TEST_CASE("KafkaSource: JSON values into rows, tombstones skipped; a deserialize
   ns.brokers = mock.bootstraps();
   ns.topic = "source2";
   ns.config = {{"log_level", "0"}};
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<NoSchema> s{"ns", ns}; }),
+  CHECK(contains(flowtest::message_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<NoSchema> s{"ns", ns}; }),
                  "options.deserialize"));
   ns.deserialize = [](const fl::KafkaRecord& r) -> std::optional<NoSchema> {
     return NoSchema{std::string(r.value.value_or("(tombstone)"))};
@@ -321,7 +255,7 @@ TEST_CASE("R-SOURCE-2: a record that does not decode fails the read naming parti
   fl::KafkaSource<Ev> src{"events", options(mock, "source3")};
   std::vector<Ev> out{{9, 9, "before"}};
   const auto latest = src.latest();
-  auto msg = error_of(fl::errc::malformed_record, [&] { src.read(src.start(), latest, out); });
+  auto msg = flowtest::message_of(fl::errc::malformed_record, [&] { src.read(src.start(), latest, out); });
   CHECK(contains(msg, "'events'"));
   CHECK(contains(msg, "partition 1 offset 1"));
   CHECK(contains(msg, "seq"));
@@ -349,7 +283,7 @@ TEST_CASE("R-SOURCE-2: a record that does not decode fails the read naming parti
   CHECK(kept[0]._rescued_data.empty());
   // Not JSON at all cannot be rescued.
   kept.clear();
-  CHECK(contains(error_of(fl::errc::malformed_record, [&] { rescuing.read(rescuing.start(), latest, kept); }),
+  CHECK(contains(flowtest::message_of(fl::errc::malformed_record, [&] { rescuing.read(rescuing.start(), latest, kept); }),
                  "partition 1 offset 2"));
   CHECK(kept.empty());
 
@@ -364,13 +298,13 @@ TEST_CASE("R-SOURCE-2: a record that does not decode fails the read naming parti
   };
   fl::KafkaSource<Ev> custom{"custom", o};
   out.clear();
-  msg = error_of(fl::errc::malformed_record, [&] { custom.read(custom.start(), latest, out); });
+  msg = flowtest::message_of(fl::errc::malformed_record, [&] { custom.read(custom.start(), latest, out); });
   CHECK(contains(msg, "'custom'"));
   CHECK(contains(msg, "partition 1 offset 0: options.deserialize threw: bad record"));
   CHECK(out.empty());
   fl::source_position from = custom.start();
   from.set(1, 1);
-  msg = error_of(fl::errc::malformed_record, [&] { custom.read(from, latest, out); });
+  msg = flowtest::message_of(fl::errc::malformed_record, [&] { custom.read(from, latest, out); });
   CHECK(contains(msg, "'mine'"));
   CHECK(contains(msg, "own message"));
   CHECK(out.empty());
@@ -379,36 +313,31 @@ TEST_CASE("R-SOURCE-2: a record that does not decode fails the read naming parti
 TEST_CASE("KafkaSource: configuration errors are invalid_argument naming what to fix") {
   auto& mock = flowtest::shared_kafka_mock();
   mock.create_topic("source4", 2);
-  auto o = options(mock, "source4");
-  o.topic.clear();
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), "options.topic"));
-  o = options(mock, "source4");
-  o.brokers.clear();
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), "options.brokers"));
-  o = options(mock, "source4");
-  o.config.emplace_back("auto.offset.reset", "earliest");
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }),
-                 "'auto.offset.reset' = 'earliest'"));
-  o = options(mock, "source4");
-  o.config.emplace_back("enable.auto.commit", "true");
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), "enable.auto.commit"));
-  o = options(mock, "source4");
-  o.config.emplace_back("no.such.property", "1");
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), "no.such.property"));
-  o = options(mock, "source4");
-  o.commit_offsets_for_monitoring = true;
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), "group.id"));
-  o = options(mock, "source4", {1, 1});
-  CHECK(contains(error_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), "twice"));
-  o = options(mock, "source4", {0, 5});
+  // One mistake each.
+  const std::pair<void (*)(fl::KafkaSourceOptions<Ev>&), const char*> mistakes[] = {
+      {[](auto& o) { o.topic.clear(); }, "options.topic"},
+      {[](auto& o) { o.brokers.clear(); }, "options.brokers"},
+      {[](auto& o) { o.config.emplace_back("auto.offset.reset", "earliest"); }, "'auto.offset.reset' = 'earliest'"},
+      {[](auto& o) { o.config.emplace_back("enable.auto.commit", "true"); }, "enable.auto.commit"},
+      {[](auto& o) { o.config.emplace_back("no.such.property", "1"); }, "no.such.property"},
+      {[](auto& o) { o.commit_offsets_for_monitoring = true; }, "group.id"},
+      {[](auto& o) { o.partitions = {1, 1}; }, "twice"},
+  };
+  for (const auto& [mistake, named] : mistakes) {
+    CAPTURE(named);
+    auto o = options(mock, "source4");
+    mistake(o);
+    CHECK(contains(flowtest::message_of(fl::errc::invalid_argument, [&] { fl::KafkaSource<Ev> s{"s", o}; }), named));
+  }
+  auto o = options(mock, "source4", {0, 5});
   fl::KafkaSource<Ev> s{"s", o};  // the partitions are checked against the topic at first use
-  const auto msg = error_of(fl::errc::invalid_argument, [&] { (void)s.latest(); });
+  const auto msg = flowtest::message_of(fl::errc::invalid_argument, [&] { (void)s.latest(); });
   CHECK(contains(msg, "partition 5"));
   CHECK(contains(msg, "has 2 partitions"));
   // A batch that ends before it starts.
   fl::KafkaSource<Ev> ok{"ok", options(mock, "source4")};
   std::vector<Ev> out;
-  CHECK(contains(error_of(fl::errc::invalid_argument,
+  CHECK(contains(flowtest::message_of(fl::errc::invalid_argument,
                           [&] { ok.read(fl::source_position::at(2), fl::source_position::at(1), out); }),
                  "ends before it starts"));
 }

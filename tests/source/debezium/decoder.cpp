@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/errors.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -19,6 +21,7 @@
 namespace source_debezium_decoder {
 
 namespace fl = flowlib;
+using flowtest::contains;
 namespace fd = flowlib::detail;
 using namespace std::chrono;
 
@@ -81,36 +84,15 @@ const std::string row1 =
 const std::string row1b =
     R"({"id":7,"name":"Bo","born":-1,"seen":null,"zoned":null})";
 
-struct caught {
-  fl::errc code{};
-  std::string column;
-  std::string what;
-};
-
-template <class F>
-caught error_of(F&& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    return {e.code(), e.column(), e.what()};
-  }
-  FAIL("expected a flowlib::error");
-  return {};
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 // A malformed record's error: MALFORMED_RECORD, naming the source and the
 // record; returns the message.
 std::string malformed(const std::string& value) {
   auto decode = lsn_decoder();
-  const caught c = error_of([&] { (void)decode(value, origin); });
-  CHECK(c.code == fl::errc::malformed_record);
-  CHECK(contains(c.what, "flow 'pg.public.users': MALFORMED_RECORD"));
-  CHECK(contains(c.what, "partition 2 offset 41: "));
-  return c.what;
+  const fl::error c = flowtest::error_of([&] { (void)decode(value, origin); });
+  CHECK(c.code() == fl::errc::malformed_record);
+  CHECK(contains(c.what(), "flow 'pg.public.users': MALFORMED_RECORD"));
+  CHECK(contains(c.what(), "partition 2 offset 41: "));
+  return c.what();
 }
 
 static_assert(std::ranges::input_range<fl::optional_row<Change>>);
@@ -155,10 +137,10 @@ TEST_CASE("debezium: op d maps the before row to a delete (R-SOURCE-6)") {
   // Replica identity DEFAULT: only the key in "before", the rest null or
   // missing. Strict without delete_keys; value-initialised with them.
   const std::string key_only = R"({"id":8,"name":null,"born":null})";
-  const caught strict = error_of([&] { (void)decode(envelope("d", key_only, "null"), origin); });
-  CHECK(strict.code == fl::errc::malformed_record);
-  CHECK(strict.column == "born");
-  CHECK(contains(strict.what, "null in a column that is not std::optional"));
+  const fl::error strict = flowtest::error_of([&] { (void)decode(envelope("d", key_only, "null"), origin); });
+  CHECK(strict.code() == fl::errc::malformed_record);
+  CHECK(strict.column() == "born");
+  CHECK(contains(strict.what(), "null in a column that is not std::optional"));
 
   fl::DebeziumDecoder<Change> keyed{
       {.op = &Change::op, .sequence = &Change::lsn, .delete_keys = {"id"}}};
@@ -171,15 +153,15 @@ TEST_CASE("debezium: op d maps the before row to a delete (R-SOURCE-6)") {
   REQUIRE(k.has_value());
   CHECK(k->id == 9);
   // The key itself is still required, and values present still checked.
-  const caught no_key = error_of([&] { (void)keyed(envelope("d", R"({"name":"x"})", "null"), origin); });
-  CHECK(no_key.code == fl::errc::malformed_record);
-  CHECK(no_key.column == "id");
-  CHECK(contains(no_key.what, "the column is missing from the record"));
-  const caught bad = error_of([&] { (void)keyed(envelope("d", R"({"id":9,"born":"x"})", "null"), origin); });
-  CHECK(bad.column == "born");
+  const fl::error no_key = flowtest::error_of([&] { (void)keyed(envelope("d", R"({"name":"x"})", "null"), origin); });
+  CHECK(no_key.code() == fl::errc::malformed_record);
+  CHECK(no_key.column() == "id");
+  CHECK(contains(no_key.what(), "the column is missing from the record"));
+  const fl::error bad = flowtest::error_of([&] { (void)keyed(envelope("d", R"({"id":9,"born":"x"})", "null"), origin); });
+  CHECK(bad.column() == "born");
   // Upserts stay strict with delete_keys.
-  const caught up = error_of([&] { (void)keyed(envelope("u", "null", key_only), origin); });
-  CHECK(up.column == "born");
+  const fl::error up = flowtest::error_of([&] { (void)keyed(envelope("u", "null", key_only), origin); });
+  CHECK(up.column() == "born");
 }
 
 TEST_CASE("debezium: the schema/payload wrapper gives the same changes (R-SOURCE-6)") {
@@ -237,9 +219,9 @@ TEST_CASE("debezium: the sequence from source.lsn, source.ts_ms or ts_ms (R-SOUR
   fl::DebeziumDecoder<Change> by_ts{{.op = &Change::op, .sequence = &Change::lsn,
                                      .sequence_from = fl::debezium_sequence::ts_ms}};
   CHECK(by_ts(no_lsn, origin)->lsn == 1700000000999);
-  const caught none = error_of([&] { (void)by_ts(R"({"op":"c","after":{"id":1,"born":0}})", origin); });
-  CHECK(none.code == fl::errc::malformed_record);
-  CHECK(contains(none.what, "the envelope has no ts_ms"));
+  const fl::error none = flowtest::error_of([&] { (void)by_ts(R"({"op":"c","after":{"id":1,"born":0}})", origin); });
+  CHECK(none.code() == fl::errc::malformed_record);
+  CHECK(contains(none.what(), "the envelope has no ts_ms"));
 
   // A string op column and an optional sequence; a bool op column and a
   // time point sequence (milliseconds converted to the column's unit).
@@ -312,28 +294,28 @@ TEST_CASE("debezium: envelopes that cannot be mapped are MALFORMED_RECORD naming
   CHECK(contains(malformed("42"), "not a JSON object"));
   // A row value that does not fit its column names the column.
   auto decode = lsn_decoder();
-  const caught c = error_of([&] {
+  const fl::error c = flowtest::error_of([&] {
     (void)decode(envelope("c", "null", R"({"id":"seven","born":0})"), origin);
   });
-  CHECK(c.code == fl::errc::malformed_record);
-  CHECK(c.column == "id");
-  CHECK(contains(c.what, "partition 2 offset 41: not an integer, value \"seven\""));
-  const caught d = error_of([&] {
+  CHECK(c.code() == fl::errc::malformed_record);
+  CHECK(c.column() == "id");
+  CHECK(contains(c.what(), "partition 2 offset 41: not an integer, value \"seven\""));
+  const fl::error d = flowtest::error_of([&] {
     (void)decode(envelope("c", "null", R"({"id":1,"born":"2023-02-30"})"), origin);
   });
-  CHECK(d.column == "born");
-  CHECK(contains(d.what, "not an ISO 8601 date, value \"2023-02-30\""));
-  const caught m = error_of([&] { (void)decode(envelope("c", "null", R"({"id":1})"), origin); });
-  CHECK(m.column == "born");
-  CHECK(contains(m.what, "the column is missing from the record"));
+  CHECK(d.column() == "born");
+  CHECK(contains(d.what(), "not an ISO 8601 date, value \"2023-02-30\""));
+  const fl::error m = flowtest::error_of([&] { (void)decode(envelope("c", "null", R"({"id":1})"), origin); });
+  CHECK(m.column() == "born");
+  CHECK(contains(m.what(), "the column is missing from the record"));
 }
 
 TEST_CASE("debezium: calls without an origin or with a Kafka record name the record") {
   fl::DebeziumDecoder<Change> decode{
       {.op = &Change::op, .sequence = &Change::lsn, .name = "users_feed"}};
-  const caught c = error_of([&] { (void)decode(std::string_view(R"({"op":"q"})")); });
-  CHECK(c.code == fl::errc::malformed_record);
-  CHECK(contains(c.what, "flow 'users_feed': MALFORMED_RECORD: record {\"op\":\"q\"}: unknown op"));
+  const fl::error c = flowtest::error_of([&] { (void)decode(std::string_view(R"({"op":"q"})")); });
+  CHECK(c.code() == fl::errc::malformed_record);
+  CHECK(contains(c.what(), "flow 'users_feed': MALFORMED_RECORD: record {\"op\":\"q\"}: unknown op"));
   const auto rows = decode(std::string_view(envelope("c", "null", row1)));
   REQUIRE(rows.size() == 1);
   CHECK(rows.begin()->id == 7);
@@ -344,15 +326,15 @@ TEST_CASE("debezium: calls without an origin or with a Kafka record name the rec
   r.partition = 3;
   r.offset = 1234;
   r.value = value;
-  const caught k = error_of([&] { (void)decode(r); });
-  CHECK(k.code == fl::errc::malformed_record);
-  CHECK(contains(k.what, "flow 'users_feed': MALFORMED_RECORD: topic 'pg.public.users' partition 3 offset 1234: unknown op \"x\""));
+  const fl::error k = flowtest::error_of([&] { (void)decode(r); });
+  CHECK(k.code() == fl::errc::malformed_record);
+  CHECK(contains(k.what(), "flow 'users_feed': MALFORMED_RECORD: topic 'pg.public.users' partition 3 offset 1234: unknown op \"x\""));
   // Without a name: the record's topic, or "debezium" without an origin.
   auto unnamed = lsn_decoder();
-  const caught t = error_of([&] { (void)unnamed(r); });
-  CHECK(contains(t.what, "flow 'pg.public.users': MALFORMED_RECORD: topic 'pg.public.users' partition 3"));
-  const caught n = error_of([&] { (void)unnamed(std::string_view("[]")); });
-  CHECK(contains(n.what, "flow 'debezium': MALFORMED_RECORD: record []: not a JSON object"));
+  const fl::error t = flowtest::error_of([&] { (void)unnamed(r); });
+  CHECK(contains(t.what(), "flow 'pg.public.users': MALFORMED_RECORD: topic 'pg.public.users' partition 3"));
+  const fl::error n = flowtest::error_of([&] { (void)unnamed(std::string_view("[]")); });
+  CHECK(contains(n.what(), "flow 'debezium': MALFORMED_RECORD: record []: not a JSON object"));
 
   const std::string ok = envelope("r", "null", row1);
   r.value = ok;
@@ -374,10 +356,10 @@ TEST_CASE("debezium: copies decode independently; options that do not fit are re
   CHECK(*z == *y);
 
   const auto invalid = [](auto make) {
-    const caught c = error_of(make);
-    CHECK(c.code == fl::errc::invalid_argument);
-    CHECK(contains(c.what, "DebeziumDecoder: "));
-    return c.what;
+    const fl::error c = flowtest::error_of(make);
+    CHECK(c.code() == fl::errc::invalid_argument);
+    CHECK(contains(c.what(), "DebeziumDecoder: "));
+    return c.what();
   };
   CHECK(contains(invalid([] { fl::DebeziumDecoder<Change>{{.sequence = &Change::lsn}}; }),
                  "no op column"));

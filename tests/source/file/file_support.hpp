@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <support/errors.hpp>
 #include <support/temp_files.hpp>
 
 #include <fcntl.h>
@@ -210,18 +211,7 @@ std::vector<Row> read_range(const fl::FileSource<Row>& s, std::uint64_t from, st
   return out;
 }
 
-/// The error `f` throws; fails the test when it throws none.
-template <class F>
-fl::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    return e;
-  }
-  FAIL("expected a flowlib::error");
-  return fl::error(fl::errc::invalid_argument, "", "", "", "");
-}
-
-inline bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+using flowtest::contains;
+using flowtest::error_of;
 
 }  // namespace file_source_test

@@ -1,20 +1,22 @@
 // FileSource (source/file.hpp) without a pipeline: the listing (which files,
-// in which order, numbered how), positions across files against a model of
-// the concatenated records (random file sizes and batch limits, both
-// formats), files changed or removed before and after they are read, the
-// file list in a checkpoint, and the checksum.
+// in which order, numbered how), the source contract
+// (support/source_contract.hpp) over files of random sizes in both formats,
+// files changed or removed before and after they are read, the file list
+// in a checkpoint, and the checksum.
 #include "file_support.hpp"
 
 #include <flowlib/checkpoint/memory.hpp>
-#include <flowlib/detail/file_manifest.hpp>
+#include <flowlib/source/detail/file_manifest.hpp>
 #include <flowlib/source/file.hpp>
 
 #include <doctest/doctest.h>
 
+#include <support/source_contract.hpp>
 #include <support/temp_files.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -55,6 +57,36 @@ std::vector<std::string> names(const fl::FileSource<Rec>& s) {
   for (const auto& f : s.files()) out.push_back(f.name);
   return out;
 }
+
+// FileSource under the contract suite (support/source_contract.hpp): each
+// append is a new file, named after the ones before it, with CRLF line
+// ends and blank lines (not records) here and there; an empty append is an
+// empty file (a CSV header only).
+struct file_harness {
+  fl::file_format format;
+  std::mt19937_64 rng;
+  flowtest::temp_dir dir{"flowlib_fs_model"};
+  fl::FileSource<Rec> s;
+  int files = 0;
+
+  file_harness(fl::file_format f, std::uint64_t seed)
+      : format(f), rng(seed), s{"events", {.directory = dir.path, .format = f}} {}
+  const fl::FileSource<Rec>& source() const { return s; }
+  std::vector<std::uint32_t> partitions() const { return {0}; }
+  Rec row(std::uint64_t n) { return random_rec(rng, static_cast<std::int64_t>(n)); }
+  void append(std::uint32_t, const std::vector<Rec>& rows) {
+    const bool csv = format == fl::file_format::csv;
+    std::string text = csv ? std::string(csv_header_line()) + "\n" : "";
+    for (const auto& r : rows) {
+      text += csv ? csv_line(r) : json_line(r);
+      text += rng() % 5 == 0 ? "\r\n" : "\n";
+      if (rng() % 7 == 0) text += "\n";
+    }
+    char name[16];
+    std::snprintf(name, sizeof name, "f%04d", files++);
+    put_file(dir.path, name, text);
+  }
+};
 
 }  // namespace
 
@@ -173,45 +205,13 @@ TEST_CASE("R-SOURCE-1 plan: at most the limit, across files, never beyond the la
   CHECK(out.empty());
 }
 
-TEST_CASE("R-SOURCE-1 any range of positions reads the model's records, in batches through large files") {
+TEST_CASE("R-SOURCE-1 the source contract over files of both formats, listed as they appear, in batches through them") {
   for (const auto format : {fl::file_format::json_lines, fl::file_format::csv}) {
     for (std::uint64_t seed : {1u, 2u, 3u}) {
       CAPTURE(seed);
       CAPTURE(static_cast<int>(format));
-      std::mt19937_64 rng(seed);
-      flowtest::temp_dir dir("flowlib_fs_model");
-      fl::FileSource<Rec> s{"events", {.directory = dir.path, .format = format}};
-      std::vector<Rec> model;
-      const int files = 2 + static_cast<int>(rng() % 6);
-      for (int f = 0; f < files; ++f) {
-        const std::size_t n = rng() % 4 == 0 ? 0 : rng() % 60;
-        std::string text = format == fl::file_format::csv ? std::string(csv_header_line()) + "\n" : "";
-        for (std::size_t i = 0; i < n; ++i) {
-          model.push_back(random_rec(rng, static_cast<std::int64_t>(model.size())));
-          text += format == fl::file_format::csv ? csv_line(model.back()) : json_line(model.back());
-          text += rng() % 5 == 0 ? "\r\n" : "\n";
-          if (rng() % 7 == 0) text += "\n";  // blank lines are not records
-        }
-        put_file(dir.path, "f" + std::to_string(f), text);
-      }
-      REQUIRE(s.latest() == fl::source_position::at(model.size()));
-      // Consecutive batches of random sizes, as a pipeline reads them.
-      std::uint64_t at = 0;
-      std::vector<Rec> got;
-      while (at < model.size()) {
-        const auto to = s.plan(fl::source_position::at(at), 1 + rng() % 25).offset();
-        s.read(fl::source_position::at(at), fl::source_position::at(to), got);
-        at = to;
-      }
-      CHECK(got == model);
-      // Random ranges, forwards and backwards (a replay restarts a file).
-      for (int i = 0; i < 40; ++i) {
-        std::uint64_t a = rng() % (model.size() + 1), b = rng() % (model.size() + 1);
-        if (a > b) std::swap(a, b);
-        const std::vector<Rec> want(model.begin() + static_cast<std::ptrdiff_t>(a),
-                                    model.begin() + static_cast<std::ptrdiff_t>(b));
-        CHECK(read_range(s, a, b) == want);
-      }
+      file_harness h(format, seed);
+      flowtest::check_source_contract(h, seed, {.steps = 12, .most_appended = 60, .most_limit = 25, .replays = 40});
     }
   }
 }

@@ -30,7 +30,6 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <vector>
 
 namespace source_file_pipeline {
@@ -73,25 +72,6 @@ std::vector<std::int64_t> iota(std::int64_t from, std::int64_t to) {
   for (std::int64_t i = from; i < to; ++i) v.push_back(i);
   return v;
 }
-
-/// A directory in memory where there is one (a FileCheckpoint's fsyncs on
-/// a busy disk would make the restart test slow; power loss is
-/// durable_crash_test's subject).
-struct memory_dir {
-  std::filesystem::path path;
-  explicit memory_dir(std::string_view stem) : path(flowtest::fresh_temp_path(stem)) {
-    std::error_code ec;
-    if (std::filesystem::is_directory("/dev/shm", ec)) path = std::filesystem::path("/dev/shm") / path.filename();
-    std::filesystem::remove_all(path, ec);
-    std::filesystem::create_directories(path);
-  }
-  memory_dir(const memory_dir&) = delete;
-  memory_dir& operator=(const memory_dir&) = delete;
-  ~memory_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -259,7 +239,7 @@ TEST_CASE("R-SOURCE-1 R-SOURCE-4 restarts between and inside files, with failed 
       CAPTURE(seed);
       std::mt19937_64 rng(seed * 1000 + static_cast<std::uint64_t>(format));
       flowtest::temp_dir data("flowlib_fs_restart_data");
-      memory_dir ckdir("flowlib_fs_restart_ckpt");
+      flowtest::memory_dir ckdir("flowlib_fs_restart_ckpt");  // no slow fsyncs: restarts, not power loss
       std::map<std::string, std::vector<std::int64_t>> file_ids;  // the model: each file's ids
       std::int64_t next_id = 0;
       int next_file = 0;

@@ -1,9 +1,9 @@
-// detail/json_row.hpp: JSON objects into rows by FLOWLIB_SCHEMA: every
+// source/detail/json_row.hpp: JSON objects into rows by FLOWLIB_SCHEMA: every
 // column type (valid, boundary, overflow, wrong type, null, missing),
 // unknown and duplicate keys, escaped keys, rescue (the rescued object's
 // exact text), whole-text errors, error messages (source, column, where,
 // value), and a cross-check against a simple model over random records.
-#include <flowlib/detail/json_row.hpp>
+#include <flowlib/source/detail/json_row.hpp>
 
 #include <doctest/doctest.h>
 
@@ -167,55 +167,63 @@ TEST_CASE("R-SOURCE-2, json rows: every column type at its bounds") {
 }
 
 TEST_CASE("R-SOURCE-2, json rows: overflow and wrong types are refused, naming the reason") {
-  CHECK(reason_for("i8", "128") == "out of range for an 8-bit integer");
-  CHECK(reason_for("i8", "-129") == "out of range for an 8-bit integer");
-  CHECK(reason_for("u8", "256") == "out of range for an unsigned 8-bit integer");
-  CHECK(reason_for("u8", "-1") == "out of range for an unsigned 8-bit integer");
-  CHECK(reason_for("i16", "32768") == "out of range for a 16-bit integer");
-  CHECK(reason_for("u16", "65536") == "out of range for an unsigned 16-bit integer");
-  CHECK(reason_for("i32", "2147483648") == "out of range for a 32-bit integer");
-  CHECK(reason_for("u32", "4294967296") == "out of range for an unsigned 32-bit integer");
-  CHECK(reason_for("i64", "9223372036854775808") == "out of range for a 64-bit integer");
-  CHECK(reason_for("u64", "18446744073709551616") ==
-        "out of range for an unsigned 64-bit integer");
-  CHECK(reason_for("u64", "-1") == "out of range for an unsigned 64-bit integer");
-  CHECK(reason_for("level", "40000") == "out of range for a 16-bit integer");
-  CHECK(reason_for("oi", "2147483648") == "out of range for a 32-bit integer");
-  // Fractions and exponents are not integers, whatever their value.
-  CHECK(reason_for("i32", "1.5") == "not an integer");
-  CHECK(reason_for("i32", "1.0") == "not an integer");
-  CHECK(reason_for("i64", "1e3") == "not an integer");
-  // Strings are not numbers, numbers are not strings.
-  CHECK(reason_for("i32", "\"12\"") == "not an integer");
-  CHECK(reason_for("i32", "true") == "not an integer");
-  CHECK(reason_for("i32", "[1]") == "not an integer");
-  CHECK(reason_for("i32", "{\"v\":1}") == "not an integer");
-  CHECK(reason_for("d", "\"1.5\"") == "not a number");
-  CHECK(reason_for("f", "1e39") == "out of range for a float");
-  // Beyond a double's range is beyond what JSON parsers read: not JSON.
-  CHECK(reason_for("d", "1e400") == "not valid JSON (a number beyond the range of a double)");
-  CHECK(reason_for("s", "12") == "not a string");
-  CHECK(reason_for("s", "{}") == "not a string");
-  CHECK(reason_for("os", "false") == "not a string");
-  CHECK(reason_for("b", "1") == "not a boolean");
-  CHECK(reason_for("b", "\"true\"") == "not a boolean");
-  CHECK(reason_for("level", "\"high\"") == "not an integer");
-  CHECK(reason_for("day", "\"2023-02-30\"") == "not an ISO 8601 date");
-  CHECK(reason_for("day", "\"2023-02-28T00:00:00\"") == "not an ISO 8601 date");
-  CHECK(reason_for("day", "1.5") == "not an integer");
-  CHECK(reason_for("day", "true") ==
-        "not an ISO 8601 date (a string) or a count of days (an integer)");
-  CHECK(reason_for("at", "\"2024-02-29\"") == "not an ISO 8601 timestamp");
-  CHECK(reason_for("at", "\"2023-02-29T10:00:00Z\"") == "not an ISO 8601 timestamp");
-  CHECK(reason_for("at", "[]") ==
-        "not an ISO 8601 timestamp (a string) or a count of the column's time unit (an "
-        "integer)");
-  CHECK(reason_for("ot", "\"2024-01-01T00:00:00+25:00\"") == "not an ISO 8601 timestamp");
-  CHECK(reason_for("ot", "18446744073709551615") == "out of range for a 64-bit integer");
-  // Null only for std::optional columns.
-  CHECK(reason_for("i32", "null") == "null in a column that is not std::optional");
-  CHECK(reason_for("s", "null") == "null in a column that is not std::optional");
-  CHECK(reason_for("day", "null") == "null in a column that is not std::optional");
+  struct refusal {
+    const char* column;
+    const char* value;
+    const char* reason;
+  };
+  const refusal cases[] = {
+      {"i8", "128", "out of range for an 8-bit integer"},
+      {"i8", "-129", "out of range for an 8-bit integer"},
+      {"u8", "256", "out of range for an unsigned 8-bit integer"},
+      {"u8", "-1", "out of range for an unsigned 8-bit integer"},
+      {"i16", "32768", "out of range for a 16-bit integer"},
+      {"u16", "65536", "out of range for an unsigned 16-bit integer"},
+      {"i32", "2147483648", "out of range for a 32-bit integer"},
+      {"u32", "4294967296", "out of range for an unsigned 32-bit integer"},
+      {"i64", "9223372036854775808", "out of range for a 64-bit integer"},
+      {"u64", "18446744073709551616", "out of range for an unsigned 64-bit integer"},
+      {"u64", "-1", "out of range for an unsigned 64-bit integer"},
+      {"level", "40000", "out of range for a 16-bit integer"},
+      {"oi", "2147483648", "out of range for a 32-bit integer"},
+      // Fractions and exponents are not integers, whatever their value.
+      {"i32", "1.5", "not an integer"},
+      {"i32", "1.0", "not an integer"},
+      {"i64", "1e3", "not an integer"},
+      // Strings are not numbers, numbers are not strings.
+      {"i32", "\"12\"", "not an integer"},
+      {"i32", "true", "not an integer"},
+      {"i32", "[1]", "not an integer"},
+      {"i32", "{\"v\":1}", "not an integer"},
+      {"d", "\"1.5\"", "not a number"},
+      {"f", "1e39", "out of range for a float"},
+      // Beyond a double's range is beyond what JSON parsers read: not JSON.
+      {"d", "1e400", "not valid JSON (a number beyond the range of a double)"},
+      {"s", "12", "not a string"},
+      {"s", "{}", "not a string"},
+      {"os", "false", "not a string"},
+      {"b", "1", "not a boolean"},
+      {"b", "\"true\"", "not a boolean"},
+      {"level", "\"high\"", "not an integer"},
+      {"day", "\"2023-02-30\"", "not an ISO 8601 date"},
+      {"day", "\"2023-02-28T00:00:00\"", "not an ISO 8601 date"},
+      {"day", "1.5", "not an integer"},
+      {"day", "true", "not an ISO 8601 date (a string) or a count of days (an integer)"},
+      {"at", "\"2024-02-29\"", "not an ISO 8601 timestamp"},
+      {"at", "\"2023-02-29T10:00:00Z\"", "not an ISO 8601 timestamp"},
+      {"at", "[]", "not an ISO 8601 timestamp (a string) or a count of the column's time unit (an integer)"},
+      {"ot", "\"2024-01-01T00:00:00+25:00\"", "not an ISO 8601 timestamp"},
+      {"ot", "18446744073709551615", "out of range for a 64-bit integer"},
+      // Null only for std::optional columns.
+      {"i32", "null", "null in a column that is not std::optional"},
+      {"s", "null", "null in a column that is not std::optional"},
+      {"day", "null", "null in a column that is not std::optional"},
+  };
+  for (const auto& [column, value, reason] : cases) {
+    CAPTURE(column);
+    CAPTURE(value);
+    CHECK(reason_for(column, value) == reason);
+  }
 }
 
 TEST_CASE("R-SOURCE-2, json rows: the value in a message is the raw JSON, cut to 80 bytes") {

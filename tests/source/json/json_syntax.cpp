@@ -1,4 +1,4 @@
-// detail/json_row.hpp and FileSource (source/file.hpp): a record must be
+// source/detail/json_row.hpp and FileSource (source/file.hpp): a record must be
 // JSON whichever key holds the bad token. Checked against nlohmann::json,
 // an independent strict parser: bad tokens under keys that name no column
 // (at any depth) and under columns, strict mode accepting a line exactly
@@ -6,7 +6,7 @@
 // not JSON (a record that is not JSON is kept whole, as _raw), and a
 // randomized differential over mutated lines, decoded alone and through a
 // FileSource.
-#include <flowlib/detail/json_row.hpp>
+#include <flowlib/source/detail/json_row.hpp>
 #include <flowlib/source/file.hpp>
 
 #include <doctest/doctest.h>

@@ -1,8 +1,8 @@
-// detail/text_value.hpp: every column type from text, at and beyond its
+// source/detail/text_value.hpp: every column type from text, at and beyond its
 // boundaries, ISO 8601 dates and timestamps (zones, fractions, impossible
 // calendar dates), and a cross-check of timestamps against a civil-date
 // model over random instants.
-#include <flowlib/detail/text_value.hpp>
+#include <flowlib/source/detail/text_value.hpp>
 
 #include <doctest/doctest.h>
 

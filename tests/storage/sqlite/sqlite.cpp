@@ -1,7 +1,8 @@
-// SqliteStorage and SqliteCheckpoint: column mapping, reopening, refusals,
-// failures at every step of a batch and of the database (full, read-only,
-// locked), and the tables as other SQLite readers see them (R-EXACT-*,
-// R-TABLE-*, R-DURABLE-*).
+// SqliteStorage and SqliteCheckpoint: column mapping, refusals, failures at
+// every step of a batch and of the database (full, read-only, locked), and
+// the tables as other SQLite readers see them (R-EXACT-*, R-TABLE-*,
+// R-DURABLE-*). The reopen semantics of every flow type are in
+// tests/storage/durable/, for both durable configurations.
 #include <doctest/doctest.h>
 
 #include <flowlib/checkpoint/file.hpp>
@@ -10,64 +11,32 @@
 #include <flowlib/flowlib.hpp>
 #include <flowlib/pipeline.hpp>
 #include <flowlib/source/memory.hpp>
-#include <flowlib/source/table.hpp>
 #include <flowlib/storage/sqlite.hpp>
 
+#include <support/durable_configs.hpp>
+#include <support/durable_world.hpp>
+#include <support/errors.hpp>
 #include <support/temp_files.hpp>
 
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
+#include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <limits>
-#include <map>
-#include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
-#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace storage_sqlite_sqlite {
 
 namespace fl = flowlib;
-
-using ms_time = std::chrono::sys_time<std::chrono::milliseconds>;
-const ms_time t0{std::chrono::milliseconds(1'700'000'000'000)};
-
-struct Ev {
-  std::int64_t id = 0;
-  std::string name;
-  std::int64_t amount = 0;
-  std::int64_t seq = 0;
-  ms_time at{};
-  friend bool operator==(const Ev&, const Ev&) = default;
-};
-FLOWLIB_SCHEMA(Ev, id, name, amount, seq, at);
-
-struct Cur {
-  std::int64_t id = 0;
-  std::string name;
-  std::int64_t amount = 0;
-  friend bool operator==(const Cur&, const Cur&) = default;
-};
-FLOWLIB_SCHEMA(Cur, id, name, amount);
-
-struct Hist {
-  std::int64_t id = 0;
-  std::string name;
-  std::int64_t amount = 0;
-  std::int64_t start_at = 0;
-  std::optional<std::int64_t> end_at;
-  friend bool operator==(const Hist&, const Hist&) = default;
-};
-FLOWLIB_SCHEMA(Hist, id, name, amount, (start_at, "__START_AT"), (end_at, "__END_AT"));
+using flowtest::sqlite_durable;
+using namespace flowtest::durable;  // the main scenario: Ev, world, feed_step, uninterrupted()
 
 enum class Color : std::uint8_t { red = 1, green = 2, blue = 250 };
 
@@ -94,22 +63,13 @@ FLOWLIB_SCHEMA(AllTypes, id, small, big, flag, f, d, s, os, oi, day, oday, at, n
 template <class Row>
 using Durable = fl::StreamingTable<Row, fl::SqliteStorage>;
 
-using Current = fl::ReplaceUsing<fl::Key<&Ev::id>, fl::Seq<&Ev::seq>>;
-using Cdc1 = fl::AutoCdc<fl::Key<&Ev::id>, fl::Seq<&Ev::seq>, fl::Scd1, fl::except_column_list<"seq", "at">>;
-using Cdc2 = fl::AutoCdc<fl::Key<&Ev::id>, fl::Seq<&Ev::seq>, fl::Scd2<>, fl::except_column_list<"seq", "at">>;
-using Dedup = fl::DedupWithinWatermark<fl::Key<&Ev::id, &Ev::seq>, fl::EventTime<&Ev::at>>;
-
 /// A database file of its own for one test; removed (with its WAL files)
 /// before and after.
 struct db_file : flowtest::temp_db {
   explicit db_file(const std::string& name) : temp_db("flowlib_sqlite_test_" + name) {}
 };
 
-fl::SqliteOptions fast() {
-  fl::SqliteOptions o;
-  o.synchronous = fl::SqliteSync::off;  // these tests do not cut the power
-  return o;
-}
+fl::SqliteOptions fast() { return sqlite_durable::options(); }
 
 /// Runs `sql` on a connection of its own (an administrator, another program).
 void admin(const std::string& path, const std::string& sql) {
@@ -123,151 +83,35 @@ void admin(const std::string& path, const std::string& sql) {
   REQUIRE_MESSAGE(rc == SQLITE_OK, msg);
 }
 
-/// The first column of the first row of `sql`, as text ("NULL" for NULL).
-std::string query(sqlite3* db, const std::string& sql) {
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  std::string out = "(no row)";
-  if (sqlite3_step(st) == SQLITE_ROW) {
-    const auto* t = sqlite3_column_text(st, 0);
-    out = t != nullptr ? reinterpret_cast<const char*>(t) : "NULL";
-  }
-  sqlite3_finalize(st);
-  return out;
-}
-std::string query(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  const std::string out = query(db, sql);
-  sqlite3_close(db);
-  return out;
+/// The first column of the first row of `sql`, read through a read-only
+/// connection of its own.
+std::string query(const std::string& path, const std::string& sql) { return flowtest::sql_reader(path).text(sql); }
+
+/// The database holds what every table of `w` holds in memory.
+void check_stored(const std::string& path, const world<fl::SqliteStorage>& w) {
+  w.for_each_table([&](const auto& t) { sqlite_durable::check_same(path, t); });
 }
 
-template <class Table>
-std::map<fl::row_id, typename Table::row_type> by_id(const Table& t) {
-  std::map<fl::row_id, typename Table::row_type> m;
-  t.store().for_each_row([&](fl::row_id id, const auto& r) { m.emplace(id, r); });
-  return m;
-}
-
-/// What the database holds for table `name`: its rows by id, as a fresh
-/// table attached through a read-only connection loads them.
-template <class Row>
-struct stored {
-  std::map<fl::row_id, Row> rows;
-  std::size_t id_bound = 0;
-  std::vector<Row> log;
-  std::uint64_t log_begin = 0, log_end = 0;
+/// One program of the main scenario over the database at `path`.
+struct sqlite_checkpoint {
+  fl::SqliteCheckpoint ck;
+  sqlite_checkpoint(const std::string& path, const fl::SqliteOptions& o) : ck(path, o) {}
 };
-template <class Row>
-stored<Row> load(const std::string& path, const std::string& name) {
-  fl::SqliteOptions o;
-  o.read_only = true;
-  fl::SqliteCheckpoint ck{path, o};
-  Durable<Row> t{name};
-  t.store().attach(ck, t.name(), t.append_log());
-  stored<Row> s;
-  s.rows = by_id(t);
-  s.id_bound = t.store().id_bound();
-  s.log_begin = t.append_log().begin_offset();
-  s.log_end = t.append_log().end_offset();
-  t.append_log().read(s.log_begin, s.log_end, s.log);
-  return s;
-}
-template <class Row>
-void check_same(const std::string& path, const Durable<Row>& t) {
-  const auto s = load<Row>(path, t.name());
-  CHECK(s.rows == by_id(t));
-  CHECK(s.id_bound == t.store().id_bound());
-  CHECK(s.log_begin == t.append_log().begin_offset());
-  CHECK(s.log_end == t.append_log().end_offset());
-}
-
-/// The tables of the main scenario: a new set is a restarted program.
-struct world {
-  Durable<Ev> bronze{"bronze"};
-  Durable<Ev> current{"current"};
-  Durable<Cur> users1{"users1"};
-  Durable<Hist> users2{"users2"};
-  Durable<Ev> log{"log"};
-  Durable<fl::Quarantined<Ev>> rejected{"rejected"};
-
-  void declare(fl::Pipeline& p, fl::MemorySource<Ev>& feed) {
-    p.flow("ingest")
-        .from(feed)
-        .through(Dedup{std::chrono::seconds(30), "dedup"})
-        .max_rows_per_batch(7)
-        .into(bronze, fl::Append{"ingest"});
-    p.flow("current").from(fl::TableSource{bronze}).max_rows_per_batch(5).into(current, Current{"current"});
-    p.flow("users1").from(fl::TableSource{bronze}).max_rows_per_batch(6).into(users1, Cdc1{"users1"});
-    p.flow("users2").from(fl::TableSource{bronze}).max_rows_per_batch(4).into(users2, Cdc2{"users2"});
-    p.flow("log")
-        .from(feed)
-        .quarantine(rejected, fl::expectations(fl::expect_or_quarantine(
-                                  "non_negative", [](const Ev& e) { return e.amount >= 0; })))
-        .max_rows_per_batch(9)
-        .into(log, fl::Append{"log"});
-  }
-  struct result {
-    std::vector<Ev> bronze, current, log;
-    std::vector<Cur> users1;
-    std::vector<Hist> users2;
-    std::vector<fl::Quarantined<Ev>> rejected;
-    friend bool operator==(const result&, const result&) = default;
-  };
-  result rows() const {
-    return {bronze.sorted_rows(), current.sorted_rows(), log.sorted_rows(),
-            users1.sorted_rows(), users2.sorted_rows(), rejected.sorted_rows()};
-  }
-  void check_stored(const std::string& path) const {
-    check_same(path, bronze);
-    check_same(path, current);
-    check_same(path, users1);
-    check_same(path, users2);
-    check_same(path, log);
-    check_same(path, rejected);
-  }
+struct program : sqlite_checkpoint, world_program<fl::SqliteStorage> {
+  program(const std::string& path, fl::MemorySource<Ev>& feed, const fl::SqliteOptions& o = fast(),
+          fl::PipelineOptions options = {})
+      : sqlite_checkpoint(path, o), world_program(ck, feed, std::move(options)) {}
 };
 
-/// Step `s` of the feed: new events, some redelivered, some negative.
-void feed_step(fl::MemorySource<Ev>& feed, int s) {
-  for (int i = 0; i < 12; ++i) {
-    const Ev e{(s * 7 + i) % 9, "n" + std::to_string(s) + "_" + std::to_string(i),
-               i % 5 == 4 ? -1 : i, s * 100 + i, t0 + std::chrono::seconds(s * 20 + i)};
-    feed.append(e);
-    if (i % 4 == 1) feed.append(e);  // a redelivery: dedup drops it
+/// A program that committed the first step of `feed`.
+struct after_first_step : program {
+  world_rows committed;
+  after_first_step(const std::string& path, fl::MemorySource<Ev>& feed, const fl::SqliteOptions& o = fast())
+      : program(path, feed, o) {
+    feed_step(feed, 0);
+    pipeline.update();
+    committed = w.rows();
   }
-}
-
-constexpr int steps = 4;
-
-/// The main scenario run without interruption: the expected result. With
-/// `together`, the steps after the first are fed at once, to one update.
-world::result uninterrupted(bool together = false) {
-  db_file f("uninterrupted");
-  fl::MemorySource<Ev> feed{"feed"};
-  fl::SqliteCheckpoint ck{f.path, fast()};
-  world w;
-  fl::Pipeline p{"main", ck};
-  w.declare(p, feed);
-  for (int s = 0; s < steps; ++s) {
-    feed_step(feed, s);
-    if (!together || s == 0 || s == steps - 1) p.update();
-  }
-  return w.rows();
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fl::error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-struct injected : std::runtime_error {
-  using std::runtime_error::runtime_error;
 };
 
 TEST_CASE("R-DURABLE-2: every column type round-trips through SQLite, NULL for an empty optional") {
@@ -291,14 +135,14 @@ TEST_CASE("R-DURABLE-2: every column type round-trips through SQLite, NULL for a
     p.update();
     CHECK(t.size() == 2);
   }
-  const auto s = load<AllTypes>(f.path, "all_types");
+  const auto s = sqlite_durable::load<AllTypes>(f.path, "all_types");
   std::vector<AllTypes> back;
   for (const auto& [id, r] : s.rows) back.push_back(r);
   CHECK(back == rows);
   // As other SQL readers see the values.
-  const std::string q = "SELECT %s FROM all_types WHERE id = 1";
+  const flowtest::sql_reader reader{f.path};
   auto sql = [&](const std::string& expr, int id = 1) {
-    return query(f.path, "SELECT " + expr + " FROM all_types WHERE id = " + std::to_string(id));
+    return reader.text("SELECT " + expr + " FROM all_types WHERE id = " + std::to_string(id));
   };
   CHECK(sql("day") == "2024-02-29");
   CHECK(sql("typeof(day)") == "text");
@@ -329,39 +173,11 @@ TEST_CASE("R-DURABLE-2: an SCD2 target's __START_AT and __END_AT are ordinary co
     p.update();
     CHECK(h.size() == 2);
   }
-  CHECK(query(f.path, "SELECT count(*) FROM hist") == "2");
-  CHECK(query(f.path, "SELECT \"__END_AT\" FROM hist WHERE name = 'a'") == "20");
-  CHECK(query(f.path, "SELECT typeof(\"__END_AT\") FROM hist WHERE name = 'b'") == "null");
-  CHECK(query(f.path, "SELECT \"__START_AT\" FROM hist WHERE name = 'b'") == "20");
-}
-
-TEST_CASE("R-EXACT-1, R-DURABLE-1: reopening between updates (new tables, checkpoint and pipeline) gives the uninterrupted result; every row keeps its id") {
-  const auto expected = uninterrupted();
-  db_file f("reopen");
-  fl::MemorySource<Ev> feed{"feed"};
-  world::result last;
-  for (int s = 0; s < steps; ++s) {
-    feed_step(feed, s);
-    fl::SqliteCheckpoint ck{f.path, fast()};
-    world w;
-    fl::Pipeline p{"main", ck};
-    w.declare(p, feed);
-    const auto summary = p.update();
-    CHECK(summary.batches() > 0);
-    w.check_stored(f.path);  // rows, ids, id bounds and append logs as committed
-    last = w.rows();
-  }
-  CHECK(last.bronze.size() > 0);
-  CHECK(last.users2.size() > last.users1.size());
-  CHECK(last.rejected.size() > 0);
-  CHECK(last == expected);
-  // Reopened once more with nothing new: nothing to do, same rows.
-  fl::SqliteCheckpoint ck{f.path, fast()};
-  world w;
-  fl::Pipeline p{"main", ck};
-  w.declare(p, feed);
-  CHECK(p.update().batches() == 0);
-  CHECK(w.rows() == expected);
+  const flowtest::sql_reader reader{f.path};
+  CHECK(reader.text("SELECT count(*) FROM hist") == "2");
+  CHECK(reader.text("SELECT \"__END_AT\" FROM hist WHERE name = 'a'") == "20");
+  CHECK(reader.text("SELECT typeof(\"__END_AT\") FROM hist WHERE name = 'b'") == "null");
+  CHECK(reader.text("SELECT \"__START_AT\" FROM hist WHERE name = 'b'") == "20");
 }
 
 TEST_CASE("R-EXACT-1: a failure at every step of every batch leaves the SQL tables equal to the memory tables, and a retry gives the uninterrupted result") {
@@ -373,8 +189,6 @@ TEST_CASE("R-EXACT-1: a failure at every step of every batch leaves the SQL tabl
   for (int k = 0;; k += 8) {
     db_file f("faults");
     fl::MemorySource<Ev> feed{"feed"};
-    fl::SqliteCheckpoint ck{f.path, fast()};
-    world w;
     int calls = 0;
     bool hit = false;
     fl::PipelineOptions opt;
@@ -386,20 +200,19 @@ TEST_CASE("R-EXACT-1: a failure at every step of every batch leaves the SQL tabl
         throw injected("injected");
       }
     };
-    fl::Pipeline p{"main", ck, opt};
-    w.declare(p, feed);
+    program prog{f.path, feed, fast(), opt};
     for (int s = 0; s < steps; ++s) {
       feed_step(feed, s);
       try {
-        p.update();
+        prog.pipeline.update();
       } catch (const injected&) {
         ++failures;
-        w.check_stored(f.path);  // the database holds what memory holds
-        p.update();              // the retry
+        check_stored(f.path, prog.w);  // the database holds what memory holds
+        prog.pipeline.update();        // the retry
       }
     }
-    w.check_stored(f.path);
-    CHECK(w.rows() == expected);
+    check_stored(f.path, prog.w);
+    CHECK(prog.w.rows() == expected);
     if (!hit) break;
   }
   CHECK(failures > 20);
@@ -410,38 +223,29 @@ TEST_CASE("R-DURABLE-3: a changed SQL table (a missing, extra or retyped column)
   db_file f("schema");
   fl::MemorySource<Ev> feed{"feed"};
   feed.append(Ev{1, "a", 1, 1, t0});
-  {
+  const auto open = [&] {
     fl::SqliteCheckpoint ck{f.path, fast()};
     Durable<Ev> t{"events"};
     fl::Pipeline p{"schema", ck};
     p.flow("e").from(feed).into(t, fl::Append{"e"});
     p.update();
-  }
+  };
+  open();
   auto refused = [&](const std::string& change, const std::string& column) {
     admin(f.path, change);
     const std::string before = f.bytes();
     REQUIRE(!before.empty());
-    {
-      fl::SqliteCheckpoint ck{f.path, fast()};
-      Durable<Ev> t{"events"};
-      fl::Pipeline p{"schema", ck};
-      p.flow("e").from(feed).into(t, fl::Append{"e"});
-      try {
-        p.update();
-        FAIL("no error");
-      } catch (const fl::error& e) {
-        CHECK(e.code() == fl::errc::checkpoint_mismatch);
-        CHECK(e.column() == column);
-        CHECK(std::string(e.what()).find("SQL table 'events'") != std::string::npos);
-      }
-    }
+    const fl::error e = flowtest::error_of(open);
+    CHECK(e.code() == fl::errc::checkpoint_mismatch);
+    CHECK(e.column() == column);
+    CHECK(flowtest::contains(e.what(), "SQL table 'events'"));
     CHECK(f.bytes() == before);
   };
   SUBCASE("missing") { refused("ALTER TABLE events DROP COLUMN name", "name"); }
   SUBCASE("extra") { refused("ALTER TABLE events ADD COLUMN extra INTEGER", "extra"); }
   SUBCASE("retyped") {
     refused("DROP TABLE events; CREATE TABLE events(\"__flowlib_row_id\" INTEGER PRIMARY KEY, id "
-            "INTEGER, name TEXT, amount TEXT, seq INTEGER, at INTEGER)",
+            "INTEGER, name TEXT, amount TEXT, seq INTEGER, at INTEGER, del INTEGER)",
             "amount");
   }
 }
@@ -451,30 +255,36 @@ TEST_CASE("R-DURABLE-3: a database of a newer format version is refused and left
   { fl::SqliteCheckpoint ck{f.path, fast()}; }
   admin(f.path, "UPDATE flowlib_meta SET value = 2 WHERE key = 'format_version'");
   const std::string before = f.bytes();
-  try {
-    fl::SqliteCheckpoint ck{f.path, fast()};
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_corrupt);
-    CHECK(std::string(e.what()).find("format version 2 is newer") != std::string::npos);
-  }
+  CHECK(flowtest::contains(flowtest::message_of(fl::errc::checkpoint_corrupt,
+                                                [&] { fl::SqliteCheckpoint ck{f.path, fast()}; }),
+                           "format version 2 is newer"));
   CHECK(f.bytes() == before);
   // Not a database at all.
   db_file g("not_a_db");
   { std::ofstream(g.path) << "this is not an SQLite database, it is a text file of some length......"; }
-  try {
-    fl::SqliteCheckpoint ck{g.path, fast()};
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_corrupt);
-    CHECK(std::string(e.what()).find("not a database") != std::string::npos);
-  }
+  CHECK(flowtest::contains(flowtest::message_of(fl::errc::checkpoint_corrupt,
+                                                [&] { fl::SqliteCheckpoint ck{g.path, fast()}; }),
+                           "not a database"));
 }
 
 TEST_CASE("R-EXACT-3: another flow definition over the same database is a checkpoint mismatch; a durable table needs the SQLite checkpoint") {
   db_file f("definition");
   fl::MemorySource<Ev> feed{"feed"};
   feed.append(Ev{1, "a", 1, 1, t0});
+  // An update of the flow "f" into a durable table over `ck`, as REPLACE
+  // USING or as an append; the error's message, and the table's rows after
+  // it.
+  const auto refused = [&](fl::checkpoint_store& ck, bool append) {
+    Durable<Ev> t{"t"};
+    fl::Pipeline p{"p", ck};
+    if (append) {
+      p.flow("f").from(feed).into(t, fl::Append{"f"});
+    } else {
+      p.flow("f").from(feed).into(t, Current{"f"});
+    }
+    const std::string m = flowtest::message_of(fl::errc::checkpoint_mismatch, [&] { p.update(); });
+    return std::pair(m, t.size());
+  };
   {
     fl::SqliteCheckpoint ck{f.path, fast()};
     Durable<Ev> t{"t"};
@@ -484,34 +294,19 @@ TEST_CASE("R-EXACT-3: another flow definition over the same database is a checkp
   }
   {
     fl::SqliteCheckpoint ck{f.path, fast()};
-    Durable<Ev> t{"t"};
-    fl::Pipeline p{"p", ck};
-    p.flow("f").from(feed).into(t, fl::Append{"f"});
-    const auto m = message_of([&] { p.update(); });
-    CHECK(m.find("CHECKPOINT_MISMATCH") != std::string::npos);
+    CHECK(flowtest::contains(refused(ck, true).first, "CHECKPOINT_MISMATCH"));
   }
   {
     fl::MemoryCheckpoint mem;
-    Durable<Ev> t{"t"};
-    fl::Pipeline p{"p", mem};
-    p.flow("f").from(feed).into(t, Current{"f"});
-    CHECK(message_of([&] { p.update(); }).find("CHECKPOINT_MISMATCH") != std::string::npos);
+    CHECK(flowtest::contains(refused(mem, false).first, "CHECKPOINT_MISMATCH"));
   }
   {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("flowlib_sqlite_test_" + std::to_string(::getpid()) + "_filecheckpoint");
-    std::filesystem::remove_all(dir);
-    {
-      fl::FileCheckpoint file{dir.string()};
-      Durable<Ev> t{"t"};
-      fl::Pipeline p{"p", file};
-      p.flow("f").from(feed).into(t, Current{"f"});
-      const auto m = message_of([&] { p.update(); });
-      CHECK(m.find("CHECKPOINT_MISMATCH") != std::string::npos);
-      CHECK(m.find("SqliteCheckpoint") != std::string::npos);
-      CHECK(t.size() == 0);
-    }
-    std::filesystem::remove_all(dir);
+    const flowtest::temp_path dir{"flowlib_sqlite_test_filecheckpoint"};
+    fl::FileCheckpoint file{dir.path.string()};
+    const auto [m, rows] = refused(file, false);
+    CHECK(flowtest::contains(m, "CHECKPOINT_MISMATCH"));
+    CHECK(flowtest::contains(m, "SqliteCheckpoint"));
+    CHECK(rows == 0);
   }
   {
     db_file g("noname");
@@ -519,8 +314,8 @@ TEST_CASE("R-EXACT-3: another flow definition over the same database is a checkp
     Durable<Ev> t{""};
     fl::Pipeline p{"q", ck};
     p.flow("g").from(feed).into(t, fl::Append{"g"});
-    const auto m = message_of([&] { p.update(); });
-    CHECK_MESSAGE(m.find("needs a name") != std::string::npos, m);
+    const std::string m = flowtest::error_of([&] { p.update(); }).what();
+    CHECK_MESSAGE(flowtest::contains(m, "needs a name"), m);
   }
 }
 
@@ -540,7 +335,7 @@ TEST_CASE("R-EXACT-5, R-DURABLE-1: a full refresh empties the SQL table together
     p.full_refresh(t);
     CHECK(t.size() == 0);
     CHECK(query(f.path, "SELECT count(*) FROM t") == "0");
-    check_same(f.path, t);
+    sqlite_durable::check_same(f.path, t);
   }
   fl::SqliteCheckpoint ck{f.path, fast()};
   Durable<Ev> t{"t"};
@@ -554,99 +349,104 @@ TEST_CASE("R-DURABLE-4: a full database fails the batch with a clear error; noth
   const auto expected = uninterrupted(true);
   db_file f("full");
   fl::MemorySource<Ev> feed{"feed"};
-  fl::SqliteCheckpoint ck{f.path, fast()};
-  world w;
-  fl::Pipeline p{"main", ck};
-  w.declare(p, feed);
-  feed_step(feed, 0);
-  p.update();
-  const auto committed = w.rows();
-  const std::string pages = query(ck.native_handle(), "PRAGMA page_count");
+  after_first_step prog{f.path, feed};
+  sqlite3* db = prog.ck.native_handle();
+  const std::string pages = flowtest::sql_text(db, "PRAGMA page_count");
   admin(f.path, "SELECT 1");  // (another connection sees the same file)
-  REQUIRE(sqlite3_exec(ck.native_handle(), ("PRAGMA max_page_count = " + pages).c_str(), nullptr,
-                       nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, ("PRAGMA max_page_count = " + pages).c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   for (int s = 1; s < steps; ++s) feed_step(feed, s);
-  try {
-    p.update();
-    FAIL("no error");
-  } catch (const fl::error& e) {
-    CHECK((e.code() == fl::errc::storage_io || e.code() == fl::errc::checkpoint_io));
-    CHECK(std::string(e.what()).find("the database or disk is full") != std::string::npos);
-  }
-  w.check_stored(f.path);
-  REQUIRE(sqlite3_exec(ck.native_handle(), "PRAGMA max_page_count = 1000000", nullptr, nullptr,
-                       nullptr) == SQLITE_OK);
-  p.update();
-  CHECK(w.rows() == expected);
-  CHECK(w.rows() != committed);
-  w.check_stored(f.path);
+  const fl::error e = flowtest::error_of([&] { prog.pipeline.update(); });
+  CHECK((e.code() == fl::errc::storage_io || e.code() == fl::errc::checkpoint_io));
+  CHECK(flowtest::contains(e.what(), "the database or disk is full"));
+  check_stored(f.path, prog.w);  // the failed batch rolled back in memory too
+  REQUIRE(sqlite3_exec(db, "PRAGMA max_page_count = 1000000", nullptr, nullptr, nullptr) == SQLITE_OK);
+  prog.pipeline.update();
+  CHECK(prog.w.rows() == expected);
+  CHECK(prog.w.rows() != prog.committed);
+  check_stored(f.path, prog.w);
 }
 
 TEST_CASE("R-DURABLE-4: a database opened read-only fails the update with a clear error and is left as it is") {
   db_file f("readonly");
   fl::MemorySource<Ev> feed{"feed"};
-  feed_step(feed, 0);
-  world::result committed;
-  {
-    fl::SqliteCheckpoint ck{f.path, fast()};
-    world w;
-    fl::Pipeline p{"main", ck};
-    w.declare(p, feed);
-    p.update();
-    committed = w.rows();
-  }
+  world_rows committed;
+  { committed = after_first_step{f.path, feed}.committed; }
   const std::string before = f.bytes();
   feed_step(feed, 1);
   {
     fl::SqliteOptions o = fast();
     o.read_only = true;
-    fl::SqliteCheckpoint ck{f.path, o};
-    world w;
-    fl::Pipeline p{"main", ck};
-    w.declare(p, feed);
-    const auto m = message_of([&] { p.update(); });
-    CHECK(m.find("the database file is read-only") != std::string::npos);
-    CHECK(w.rows() == committed);  // loaded, not changed
+    program prog{f.path, feed, o};
+    const std::string m = flowtest::error_of([&] { prog.pipeline.update(); }).what();
+    CHECK(flowtest::contains(m, "the database file is read-only"));
+    CHECK(prog.w.rows() == committed);  // loaded, not changed
   }
   CHECK(f.bytes() == before);
+}
+
+/// Another connection that holds the database's write lock while it lives.
+struct write_lock {
+  sqlite3* other = nullptr;
+  explicit write_lock(const std::string& path) {
+    REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  }
+  ~write_lock() {
+    CHECK(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(other);
+  }
+  write_lock(const write_lock&) = delete;
+  write_lock& operator=(const write_lock&) = delete;
+};
+
+/// Options whose busy timeout gives up on a lock soon.
+fl::SqliteOptions impatient() {
+  fl::SqliteOptions o = fast();
+  o.busy_timeout_ms = 20;
+  return o;
 }
 
 TEST_CASE("R-DURABLE-4: a database locked by another connection fails the batch with a 'locked' error; the update succeeds once the lock is released") {
   const auto expected = uninterrupted(true);
   db_file f("locked");
   fl::MemorySource<Ev> feed{"feed"};
-  fl::SqliteOptions o = fast();
-  o.busy_timeout_ms = 20;
-  fl::SqliteCheckpoint ck{f.path, o};
-  world w;
-  fl::Pipeline p{"main", ck};
-  w.declare(p, feed);
-  feed_step(feed, 0);
-  p.update();
-  const auto committed = w.rows();
-  sqlite3* other = nullptr;
-  REQUIRE(sqlite3_open(f.path.c_str(), &other) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
-  for (int s = 1; s < steps; ++s) feed_step(feed, s);
-  const auto m = message_of([&] { p.update(); });
-  CHECK(m.find("the database is locked by another connection (busy timeout 20 ms)") != std::string::npos);
-  CHECK(w.rows() == committed);
-  REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(other);
-  p.update();
-  CHECK(w.rows() == expected);
-  w.check_stored(f.path);
+  after_first_step prog{f.path, feed, impatient()};
+  {
+    const write_lock lock{f.path};
+    for (int s = 1; s < steps; ++s) feed_step(feed, s);
+    const std::string m = flowtest::error_of([&] { prog.pipeline.update(); }).what();
+    CHECK(flowtest::contains(m, "the database is locked by another connection (busy timeout 20 ms)"));
+    CHECK(prog.w.rows() == prog.committed);
+  }
+  prog.pipeline.update();
+  CHECK(prog.w.rows() == expected);
+  check_stored(f.path, prog.w);
+}
+
+TEST_CASE("R-WHERE-5, R-DURABLE-4: a direct insert into a SqliteStorage table while another connection holds the write lock fails as a whole and changes nothing; once the lock is released it is written at once") {
+  db_file f("dml_locked");
+  fl::MemorySource<Ev> feed{"feed"};
+  after_first_step prog{f.path, feed, impatient()};
+  const std::vector<Ev> direct{Ev{100, "direct", 1, 1, t0}, Ev{101, "direct too", 2, 2, t0}};
+  {
+    const write_lock lock{f.path};
+    CHECK(flowtest::error_of([&] { fl::dml_insert(prog.w.log, direct); }).code() == fl::errc::storage_io);
+    CHECK(prog.w.rows() == prog.committed);
+  }
+  check_stored(f.path, prog.w);
+  fl::dml_insert(prog.w.log, direct);
+  check_stored(f.path, prog.w);
+  CHECK(prog.w.log.size() == prog.committed.log.size() + 2);
+  // The failed attempt left nothing behind: the next update commits.
+  feed_step(feed, 1);
+  CHECK(prog.pipeline.update().batches() > 0);
+  check_stored(f.path, prog.w);
 }
 
 TEST_CASE("R-DURABLE-5: the tables are readable by the sqlite3 shell while the pipeline is open") {
   db_file f("shell");
   fl::MemorySource<Ev> feed{"feed"};
-  feed_step(feed, 0);
-  fl::SqliteCheckpoint ck{f.path};  // default options
-  world w;
-  fl::Pipeline p{"main", ck};
-  w.declare(p, feed);
-  p.update();
+  after_first_step prog{f.path, feed, fl::SqliteOptions{}};  // default options
   const std::string sql = "SELECT count(*) FROM current";
   std::string got;
   if (std::system("command -v sqlite3 > /dev/null 2>&1") == 0) {
@@ -661,15 +461,14 @@ TEST_CASE("R-DURABLE-5: the tables are readable by the sqlite3 shell while the p
     MESSAGE("the sqlite3 shell was not found: reading through a second read-only connection");
     got = query(f.path, sql);
   }
-  CHECK(got == std::to_string(w.current.size()));
-  CHECK(w.current.size() > 0);
+  CHECK(got == std::to_string(prog.w.current.size()));
+  CHECK(prog.w.current.size() > 0);
 }
 
 TEST_CASE("R-DURABLE-4, R-EXACT-1: a batch whose COMMIT fails does not count: memory is rolled back and the retry gives the uninterrupted result") {
   const auto expected = uninterrupted();
   db_file f("commit_fails");
   fl::MemorySource<Ev> feed{"feed"};
-  fl::SqliteCheckpoint ck{f.path, fast()};
   // Armed just before a batch's commit: SQLite's commit hook turns that one
   // COMMIT into a rollback, as a failing disk would.
   bool armed = false;
@@ -678,8 +477,14 @@ TEST_CASE("R-DURABLE-4, R-EXACT-1: a batch whose COMMIT fails does not count: me
     bool* armed;
     int* failed;
   } state{&armed, &failed_commits};
+  int batches = 0;
+  fl::PipelineOptions opt;
+  opt.fault_hook = [&](fl::fault_point at, std::string_view, std::uint64_t) {
+    if (at == fl::fault_point::before_commit && ++batches % 3 == 0) armed = true;
+  };
+  program prog{f.path, feed, fast(), opt};
   sqlite3_commit_hook(
-      ck.native_handle(),
+      prog.ck.native_handle(),
       [](void* p) -> int {
         auto* s = static_cast<hook_state*>(p);
         if (!*s->armed) return 0;
@@ -688,36 +493,28 @@ TEST_CASE("R-DURABLE-4, R-EXACT-1: a batch whose COMMIT fails does not count: me
         return 1;
       },
       &state);
-  int batches = 0;
-  fl::PipelineOptions opt;
-  opt.fault_hook = [&](fl::fault_point at, std::string_view, std::uint64_t) {
-    if (at == fl::fault_point::before_commit && ++batches % 3 == 0) armed = true;
-  };
-  world w;
-  fl::Pipeline p{"main", ck, opt};
-  w.declare(p, feed);
   int errors = 0;
   for (int s = 0; s < steps; ++s) {
     feed_step(feed, s);
     for (;;) {
       try {
-        p.update();
+        prog.pipeline.update();
         break;
       } catch (const fl::error& e) {
         ++errors;
         CHECK(e.code() == fl::errc::checkpoint_io);
-        CHECK(std::string(e.what()).find("committing a batch") != std::string::npos);
-        w.check_stored(f.path);  // memory rolled back to what the database holds
+        CHECK(flowtest::contains(e.what(), "committing a batch"));
+        check_stored(f.path, prog.w);  // memory rolled back to what the database holds
       }
     }
   }
-  sqlite3_commit_hook(ck.native_handle(), nullptr, nullptr);
+  sqlite3_commit_hook(prog.ck.native_handle(), nullptr, nullptr);
   // Flows of one wave (default threads) may both fail their COMMIT in one
   // update, which reports one error for both.
   CHECK(errors <= failed_commits);
   CHECK(errors > 3);
-  CHECK(w.rows() == expected);
-  w.check_stored(f.path);
+  CHECK(prog.w.rows() == expected);
+  check_stored(f.path, prog.w);
 }
 
 }  // namespace storage_sqlite_sqlite

@@ -9,6 +9,7 @@
 // throw checkpoint_corrupt and change nothing; a delta's size depends on the
 // batch, not on the state.
 #include <support/auto_cdc_model.hpp>
+#include <support/errors.hpp>
 
 #include <flowlib/checkpoint/store.hpp>
 #include <flowlib/detail/byte_codec.hpp>
@@ -124,6 +125,19 @@ struct Written {
     fl::detail::byte_writer w{out};
     flow.write_checkpoint(w, scope);
     blobs.emplace_back(scope, std::move(out));
+  }
+  /// One that writes deltas only (a snapshot every 100 batches).
+  static Written deltas() {
+    Written w;
+    w.every = 100;
+    return w;
+  }
+  /// `flow` applies `batch` to `table`, then its blob is written.
+  template <class Flow, class Table, class Batch>
+  fl::BatchStats apply(Flow& flow, Table& table, const Batch& batch) {
+    const fl::BatchStats s = flow.apply(table, batch);
+    after_apply(flow);
+    return s;
   }
   fl::checkpoint_blobs restore_set() const {
     fl::checkpoint_blobs b;
@@ -302,17 +316,13 @@ TEST_CASE("a delta after a full refresh says so: a restore drops what came befor
   const std::vector<Change> second{{3, "c", "z", upsert, 1}};
   Scd1 a{"cdc"};
   fl::StreamingTable<Row> ta{"target"};
-  Written w;
-  w.every = 100;
-  a.apply(ta, first);
-  w.after_apply(a);
+  Written w = Written::deltas();
+  w.apply(a, ta, first);
   CHECK(w.blobs[0].second[7] == 1);  // the first delta holds the whole state
-  a.apply(ta, first);
-  w.after_apply(a);
+  w.apply(a, ta, first);
   CHECK(w.blobs[1].second[7] == 0);
   ta.full_refresh();
-  a.apply(ta, second);
-  w.after_apply(a);
+  w.apply(a, ta, second);
   CHECK(w.blobs[2].second[7] == 1);  // the reset flag
   fl::StreamingTable<Row> tb{"target"};
   Scd1 twin{"cdc"};
@@ -333,12 +343,9 @@ TEST_CASE("ONCE: the marker is in every blob; a restored ONCE flow that ran skip
   const std::vector<Change> batch{{1, "a", "x", upsert, 1}};
   Scd1Once a{"cdc"};
   fl::StreamingTable<Row> ta{"target"};
-  Written w;
-  w.every = 100;
-  a.apply(ta, batch);
-  w.after_apply(a);
-  CHECK(a.apply(ta, batch).skipped);
-  w.after_apply(a);  // a skipped apply writes too
+  Written w = Written::deltas();
+  w.apply(a, ta, batch);
+  CHECK(w.apply(a, ta, batch).skipped);  // a skipped apply writes too
   fl::StreamingTable<Row> tb{"target"};
   tb.store() = std::move(ta.store());
   Scd1Once b{"cdc"};
@@ -380,13 +387,9 @@ void corrupt_blobs(unsigned seed) {
   const auto rows = tb.sorted_rows();
   const auto expect_corrupt = [&](const fl::checkpoint_blobs& bad) {
     fl::StreamingTable<Row> other{"other"};
-    try {
-      b.read_checkpoint(other, bad);
-      FAIL("a damaged blob was read");
-    } catch (const fl::error& e) {
-      REQUIRE(e.code() == fl::errc::checkpoint_corrupt);
-      REQUIRE(std::string(e.what()).find("orders_cdc") != std::string::npos);
-    }
+    const fl::error e = flowtest::error_of([&] { b.read_checkpoint(other, bad); });
+    REQUIRE(e.code() == fl::errc::checkpoint_corrupt);
+    REQUIRE(flowtest::contains(e.what(), "orders_cdc"));
     REQUIRE(b.key_count() == a.key_count());
     REQUIRE(b.tombstone_count() == a.tombstone_count());
   };
@@ -448,17 +451,12 @@ TEST_CASE("a restore over a table without the flow's rows is a checkpoint_mismat
   Scd2 a{"cdc"};
   fl::StreamingTable<Version> ta{"target"};
   Written w;
-  a.apply(ta, batch);
-  w.after_apply(a);
+  w.apply(a, ta, batch);
   Scd2 b{"cdc"};
   fl::StreamingTable<Version> empty{"empty"};
-  try {
-    b.read_checkpoint(empty, w.restore_set());
-    FAIL("restored over an empty table");
-  } catch (const fl::error& e) {
-    CHECK(e.code() == fl::errc::checkpoint_mismatch);
-    CHECK(std::string(e.what()).find("'empty'") != std::string::npos);
-  }
+  const fl::error e = flowtest::error_of([&] { b.read_checkpoint(empty, w.restore_set()); });
+  CHECK(e.code() == fl::errc::checkpoint_mismatch);
+  CHECK(flowtest::contains(e.what(), "'empty'"));
   CHECK(b.key_count() == 0);
 }
 

@@ -205,10 +205,7 @@ TEST_CASE_TEMPLATE("SCD2 one pass: a batch failing anywhere changes nothing", St
         REQUIRE(t.sorted_rows() == rows);
         REQUIRE(flow.key_count() == keys);
       }
-      const fl::BatchStats s = flow.apply(t, batch);
-      const fl::BatchStats r = planned.apply(ref, input_only{&batch});
-      require_same(s, r);
-      REQUIRE(t.sorted_rows() == ref.sorted_rows());
+      require_same_apply(flow, t, planned, ref, batch);
     }
   }
 }

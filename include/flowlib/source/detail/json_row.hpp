@@ -1,4 +1,4 @@
-// flowlib/detail/json_row.hpp
+// flowlib/source/detail/json_row.hpp
 //
 // One JSON object into one row, column by column through the row's
 // FLOWLIB_SCHEMA: the decoding shared by the sources that read JSON (JSON
@@ -81,30 +81,30 @@
 // parser's buffer, literals and numbers checked, nothing stored), which
 // costs only records that have such keys; a refused or rescued object or
 // array is checked in a copy of its text.
+//
+// The parts: json_check.hpp (a record's origin and its errors, raw values,
+// the check of values not decoded), json_value.hpp (one value into a
+// column's type); here the row's compile-time table and the decoding of
+// an object into a row.
 #pragma once
 
 #include <flowlib/detail/json.hpp>
-#include <flowlib/detail/text_value.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/source/detail/json_check.hpp>
+#include <flowlib/source/detail/json_value.hpp>
 
 #include <simdjson.h>
 
 #include <array>
 #include <bit>
-#include <charconv>
-#include <cfloat>
-#include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <type_traits>
 #include <utility>
 
@@ -117,13 +117,6 @@ struct json_row_options {
   std::string_view rescued_column = "_rescued_data";
 };
 
-/// Where a record came from, for messages: source "orders", where
-/// "file 'a.jsonl' line 12" or "partition 3 offset 42".
-struct record_origin {
-  std::string_view source;
-  std::string_view where;
-};
-
 /// Column masks for decoders built on json_to_row (the Debezium adapter):
 /// `skip`: columns not read from the object (keys of their names are
 /// unknown keys) and never required; the row keeps their values.
@@ -133,428 +126,6 @@ struct json_row_masks {
   std::uint64_t skip = 0;
   std::uint64_t lenient = 0;
 };
-
-// --- errors ----------------------------------------------------------------
-
-/// `raw` cut to 80 bytes ("..." marks a cut).
-inline std::string json_cut(std::string_view raw) {
-  if (raw.size() <= 80) return std::string(raw);
-  std::string s(raw.substr(0, 80));
-  s += "...";
-  return s;
-}
-
-[[noreturn]] inline void json_fail(const record_origin& origin, std::string_view column,
-                                   std::string_view reason, std::string_view raw,
-                                   bool with_value = true) {
-  std::string detail(origin.where);
-  if (!detail.empty()) detail += ": ";
-  detail += reason;
-  if (with_value) {
-    detail += ", value ";
-    detail += json_cut(raw);
-  }
-  throw error(errc::malformed_record, std::string(origin.source), std::string(column), "",
-              std::move(detail));
-}
-
-/// The text of a simdjson error, for "not valid JSON" messages.
-/// (NUMBER_OUT_OF_RANGE comes from json_number_token only.)
-inline std::string json_syntax_reason(simdjson::error_code e) {
-  std::string s = "not valid JSON (";
-  s += e == simdjson::NUMBER_OUT_OF_RANGE ? "a number beyond the range of a double"
-                                          : simdjson::error_message(e);
-  s += ")";
-  return s;
-}
-
-/// A value under a key that names no column is not JSON.
-[[noreturn]] inline void json_fail_unknown(const record_origin& origin, std::string_view key,
-                                           simdjson::error_code e) {
-  std::string reason = json_syntax_reason(e);
-  reason += " in the value of key ";
-  std::string quoted;
-  json_append_string(quoted, key);
-  reason += json_cut(quoted);
-  json_fail(origin, "", reason, "", false);
-}
-
-/// `token` without the blanks simdjson keeps after a token.
-inline std::string_view json_trim_token(std::string_view token) noexcept {
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\t' ||
-                            token.back() == '\n' || token.back() == '\r'))
-    token.remove_suffix(1);
-  return token;
-}
-
-/// The raw JSON text of `v` (a whole object or array, or one scalar token),
-/// without the blanks after it. Consumes an object or array; does not check
-/// what it skips (json_checked_raw does).
-inline std::string_view json_raw_value(simdjson::ondemand::value& v) {
-  using simdjson::ondemand::json_type;
-  json_type t{};
-  if (v.type().get(t)) return json_trim_token(v.raw_json_token());
-  std::string_view out;
-  if (t == json_type::object) {
-    simdjson::ondemand::object o;
-    if (!v.get_object().get(o) && !o.raw_json().get(out)) return json_trim_token(out);
-    return {};
-  }
-  if (t == json_type::array) {
-    simdjson::ondemand::array a;
-    if (!v.get_array().get(a) && !a.raw_json().get(out)) return json_trim_token(out);
-    return {};
-  }
-  return json_trim_token(v.raw_json_token());
-}
-
-// --- checking a value that is not decoded ------------------------------------
-//
-// simdjson On-Demand checks a value only when it is read: a value skipped
-// (the value of a key that names no column) or taken as raw text (a
-// rescued value) is checked for nothing but its brackets and quotes, and
-// `tru`, `01`, `"\x"` or `[1,,2]` would pass. These functions read such a
-// value in full, so that a record holding one is refused as not JSON.
-
-/// Objects and arrays that lie this many levels deep in their document
-/// (a record's own object is level 1; a rescued value's copy is checked as
-/// a document of its own), or deeper, are refused: simdjson's parsers keep
-/// one slot per level below their max_depth() (this default), which
-/// On-Demand does not check outside debug builds, and the check recurses
-/// once per level.
-inline constexpr std::size_t json_max_depth = simdjson::DEFAULT_MAX_DEPTH;
-
-/// Whether container `v` lies json_max_depth levels deep or deeper.
-inline bool json_too_deep(simdjson::ondemand::value& v) noexcept {
-  return static_cast<std::size_t>(v.current_depth()) >= json_max_depth;
-}
-
-/// Whether `token` (blanks after it allowed) is one JSON number: RFC
-/// 8259's grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, and a
-/// value within a double's range once rounded (1e400 is refused, as by
-/// simdjson's and most JSON parsers, which read numbers as doubles; 1e-400
-/// is 0 and an integer beyond 64 bits a double, both accepted). SUCCESS,
-/// NUMBER_ERROR (the grammar) or NUMBER_OUT_OF_RANGE (the range). By hand
-/// because simdjson's number parsers also refuse integers beyond 64 bits.
-inline simdjson::error_code json_number_token(std::string_view token) noexcept {
-  token = json_trim_token(token);
-  const std::size_t n = token.size();
-  std::size_t i = 0;
-  const auto digit = [&](std::size_t j) { return j < n && token[j] >= '0' && token[j] <= '9'; };
-  if (i < n && token[i] == '-') ++i;
-  if (!digit(i)) return simdjson::NUMBER_ERROR;
-  // The number is below 10^(magnitude + exponent).
-  std::int64_t magnitude = 0;
-  if (token[i++] != '0') {
-    for (magnitude = 1; digit(i); ++i) ++magnitude;
-  }
-  if (i < n && token[i] == '.') {
-    if (!digit(++i)) return simdjson::NUMBER_ERROR;
-    for (bool leading = magnitude == 0; digit(i); ++i) {
-      if (leading && token[i] == '0') {
-        --magnitude;
-      } else {
-        leading = false;
-      }
-    }
-  }
-  std::int64_t exponent = 0;
-  if (i < n && (token[i] == 'e' || token[i] == 'E')) {
-    ++i;
-    bool negative = false;
-    if (i < n && (token[i] == '+' || token[i] == '-')) negative = token[i++] == '-';
-    if (!digit(i)) return simdjson::NUMBER_ERROR;
-    for (; digit(i); ++i)
-      if (exponent < 100000) exponent = exponent * 10 + (token[i] - '0');
-    if (negative) exponent = -exponent;
-  }
-  if (i != n) return simdjson::NUMBER_ERROR;
-  if (magnitude + exponent <= 308) return simdjson::SUCCESS;  // below 1e308
-  double d = 0;
-  const auto r = std::from_chars(token.data(), token.data() + n, d);
-  return r.ec == std::errc::result_out_of_range ? simdjson::NUMBER_OUT_OF_RANGE : simdjson::SUCCESS;
-}
-
-/// The first error in `field`'s key: its escapes, when it has any (the
-/// rest stage 1 checked).
-inline simdjson::error_code json_check_key(simdjson::ondemand::field& field) {
-  const char* p = field.key().raw();
-  while (*p != '"' && *p != '\\') ++p;
-  if (*p == '"') return simdjson::SUCCESS;
-  std::string_view key;
-  return field.unescaped_key().get(key);
-}
-
-/// Reads `v` in full, consuming it, and returns the first error: keys and
-/// strings that hold escapes are unescaped (bad escapes and surrogates),
-/// literals and numbers checked, objects and arrays walked (missing or
-/// extra commas, colons and keys). Control characters in strings, invalid
-/// UTF-8 and unbalanced brackets or quotes are the document's stage 1
-/// errors, found before any value is read.
-inline simdjson::error_code json_check_value(simdjson::ondemand::value v, std::size_t depth = 0) {
-  using simdjson::ondemand::json_type;
-  json_type t{};
-  if (auto e = v.type().get(t)) return e;
-  switch (t) {
-    case json_type::object: {
-      if (depth >= json_max_depth || json_too_deep(v)) return simdjson::DEPTH_ERROR;
-      simdjson::ondemand::object o;
-      if (auto e = v.get_object().get(o)) return e;
-      for (auto field_result : o) {
-        if (auto e = field_result.error()) return e;
-        simdjson::ondemand::field& field = field_result.value_unsafe();
-        if (auto e = json_check_key(field)) return e;
-        if (auto e = json_check_value(field.value(), depth + 1)) return e;
-      }
-      return simdjson::SUCCESS;
-    }
-    case json_type::array: {
-      if (depth >= json_max_depth || json_too_deep(v)) return simdjson::DEPTH_ERROR;
-      simdjson::ondemand::array a;
-      if (auto e = v.get_array().get(a)) return e;
-      for (auto element : a) {
-        if (auto e = element.error()) return e;
-        if (auto e = json_check_value(element.value_unsafe(), depth + 1)) return e;
-      }
-      return simdjson::SUCCESS;
-    }
-    case json_type::string: {
-      // Stage 1 found its closing quote, control characters and UTF-8:
-      // only escapes are left to check. Read either way: a string left
-      // unread is skipped as a key when a colon follows it ("a":1).
-      const std::string_view token = v.raw_json_token();
-      if (std::memchr(token.data(), '\\', token.size()) == nullptr) {
-        simdjson::ondemand::raw_json_string r;
-        return v.get_raw_json_string().get(r);
-      }
-      std::string_view s;
-      return v.get_string().get(s);
-    }
-    case json_type::number:
-      return json_number_token(v.raw_json_token());
-    case json_type::boolean: {
-      bool b = false;
-      if (!v.get_bool().get(b)) return simdjson::SUCCESS;
-      return v.raw_json_token().front() == 't' ? simdjson::T_ATOM_ERROR : simdjson::F_ATOM_ERROR;
-    }
-    case json_type::null: {
-      bool null = false;
-      if (!v.is_null().get(null) && null) return simdjson::SUCCESS;
-      return simdjson::N_ATOM_ERROR;
-    }
-  }
-  return simdjson::TAPE_ERROR;
-}
-
-/// json_check_value over `text`, one JSON value, in a padded copy read by a
-/// parser of the calling thread (both reused).
-inline simdjson::error_code json_check_text(std::string_view text) {
-  thread_local simdjson::ondemand::parser parser;
-  thread_local std::string buffer;
-  const std::size_t need = text.size() + simdjson::SIMDJSON_PADDING;
-  if (buffer.size() < need) buffer.resize(need);
-  std::memcpy(buffer.data(), text.data(), text.size());
-  std::memset(buffer.data() + text.size(), ' ', simdjson::SIMDJSON_PADDING);
-  simdjson::ondemand::document doc;
-  if (auto e = parser.iterate(simdjson::padded_string_view(buffer.data(), text.size(), buffer.size()))
-                   .get(doc))
-    return e;
-  simdjson::ondemand::value v;
-  if (auto e = doc.get_value().get(v)) return e;
-  if (auto e = json_check_value(v)) return e;
-  const char* rest = nullptr;
-  if (!doc.current_location().get(rest)) return simdjson::TRAILING_CONTENT;
-  return simdjson::SUCCESS;
-}
-
-/// The raw JSON text of `v` (as json_raw_value) in `raw`, and the first
-/// error json_check_value finds in it; consumes `v`. An object or array is
-/// checked in a copy of its text (json_check_text): its text is wanted
-/// whole, and simdjson gives that only by skipping the value unchecked.
-inline simdjson::error_code json_checked_raw(simdjson::ondemand::value& v, std::string_view& raw) {
-  using simdjson::ondemand::json_type;
-  raw = json_trim_token(v.raw_json_token());
-  json_type t{};
-  if (auto e = v.type().get(t)) return e;
-  if (t != json_type::object && t != json_type::array) return json_check_value(v);
-  std::string_view text;
-  if (t == json_type::object) {
-    simdjson::ondemand::object o;
-    if (auto e = v.get_object().get(o)) return e;
-    if (auto e = o.raw_json().get(text)) return e;
-  } else {
-    simdjson::ondemand::array a;
-    if (auto e = v.get_array().get(a)) return e;
-    if (auto e = a.raw_json().get(text)) return e;
-  }
-  raw = json_trim_token(text);
-  return json_check_text(raw);
-}
-
-// --- one value -------------------------------------------------------------
-
-/// Why a column of type T refuses `v`, a value simdjson would not give as
-/// T (the slow path: worked out only on failure).
-template <class T>
-std::string json_refusal(simdjson::ondemand::value& v) {
-  using simdjson::ondemand::json_type;
-  using simdjson::ondemand::number_type;
-  json_type t{};
-  if (v.type().get(t)) return "not valid JSON";
-  if (t == json_type::null) return "null in a column that is not std::optional";
-  if constexpr (std::is_same_v<T, bool>) {
-    return "not a boolean";
-  } else if constexpr (std::is_integral_v<T>) {
-    if (t != json_type::number) return "not an integer";
-    number_type nt{};
-    if (!v.get_number_type().get(nt) && nt == number_type::floating_point_number)
-      return "not an integer";
-    return text_out_of_range(integer_type_name<T>());
-  } else if constexpr (std::is_floating_point_v<T>) {
-    if (t != json_type::number) return "not a number";
-    return text_out_of_range(std::is_same_v<T, float> ? "a float" : "a double");
-  } else {
-    return "not a string";
-  }
-}
-
-/// An integer column: the number read as a 64-bit integer, then
-/// range-checked.
-template <class I>
-bool json_decode_integer(simdjson::ondemand::value& v, I& out, std::string& why) {
-  if constexpr (std::is_unsigned_v<I>) {
-    std::uint64_t u = 0;
-    if (v.get_uint64().get(u)) {
-      why = json_refusal<I>(v);
-      return false;
-    }
-    if constexpr (sizeof(I) < sizeof(std::uint64_t)) {
-      if (u > std::numeric_limits<I>::max()) {
-        why = text_out_of_range(integer_type_name<I>());
-        return false;
-      }
-    }
-    out = static_cast<I>(u);
-  } else {
-    std::int64_t s = 0;
-    if (v.get_int64().get(s)) {
-      why = json_refusal<I>(v);
-      return false;
-    }
-    if constexpr (sizeof(I) < sizeof(std::int64_t)) {
-      if (s < static_cast<std::int64_t>(std::numeric_limits<I>::min()) ||
-          s > static_cast<std::int64_t>(std::numeric_limits<I>::max())) {
-        why = text_out_of_range(integer_type_name<I>());
-        return false;
-      }
-    }
-    out = static_cast<I>(s);
-  }
-  return true;
-}
-
-/// Reads `v` into `out` by the header comment's rules; on failure false,
-/// with the reason in `why`. The getter is tried first; the value's type
-/// is looked at only when it refuses (or to tell a date's string from its
-/// integer).
-template <class T>
-bool json_decode(simdjson::ondemand::value& v, T& out, std::string& why) {
-  using simdjson::ondemand::json_type;
-  if constexpr (is_optional<T>::value) {
-    bool null = false;
-    if (v.is_null().get(null)) {
-      why = "not valid JSON";
-      return false;
-    }
-    if (null) {
-      out.reset();
-      return true;
-    }
-    if (!out) out.emplace();
-    return json_decode(v, *out, why);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (v.get_bool().get(out)) {
-      why = json_refusal<T>(v);
-      return false;
-    }
-    return true;
-  } else if constexpr (std::is_enum_v<T>) {
-    std::underlying_type_t<T> u{};
-    if (!json_decode_integer(v, u, why)) return false;
-    out = static_cast<T>(u);
-    return true;
-  } else if constexpr (std::is_integral_v<T>) {
-    return json_decode_integer(v, out, why);
-  } else if constexpr (std::is_floating_point_v<T>) {
-    double d = 0;
-    if (v.get_double().get(d)) {
-      why = json_refusal<T>(v);
-      return false;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (std::isfinite(d) && std::fabs(d) > static_cast<double>(FLT_MAX)) {
-        why = text_out_of_range("a float");
-        return false;
-      }
-    }
-    out = static_cast<T>(d);
-    return true;
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    std::string_view s;
-    if (v.get_string().get(s)) {
-      why = json_refusal<T>(v);
-      return false;
-    }
-    out.assign(s.data(), s.size());
-    return true;
-  } else if constexpr (std::is_same_v<T, std::chrono::sys_days> || is_integral_sys_time_v<T>) {
-    json_type t{};
-    if (v.type().get(t)) {
-      why = "not valid JSON";
-      return false;
-    }
-    if (t == json_type::string) {
-      std::string_view s;
-      if (v.get_string().get(s)) {
-        why = "not valid JSON";
-        return false;
-      }
-      why = parse_text(s, out);
-      return why.empty();
-    }
-    if (t == json_type::number) {
-      using rep = typename T::duration::rep;
-      rep n{};
-      if (!json_decode_integer(v, n, why)) return false;
-      out = T{typename T::duration{n}};
-      return true;
-    }
-    if (t == json_type::null) {
-      why = "null in a column that is not std::optional";
-    } else if constexpr (std::is_same_v<T, std::chrono::sys_days>) {
-      why = "not an ISO 8601 date (a string) or a count of days (an integer)";
-    } else {
-      why = "not an ISO 8601 timestamp (a string) or a count of the column's time unit "
-            "(an integer)";
-    }
-    return false;
-  } else {
-    static_assert(text_parsable<T>,
-                  "flowlib: this column type cannot be read from JSON; use bool, an integer, "
-                  "an enum, float, double, std::string, std::chrono::sys_days, a system_clock "
-                  "time point with an integral count, or std::optional of one of them, or "
-                  "leave the column out of FLOWLIB_SCHEMA");
-    return true;
-  }
-}
-
-/// json_decode with the reason returned: "" on success.
-template <class T>
-std::string json_read_value(simdjson::ondemand::value& v, T& out) {
-  std::string why;
-  if (!json_decode(v, out, why) && why.empty()) why = "not valid JSON";
-  return why;
-}
 
 // --- a row's compile-time table -------------------------------------------
 

@@ -1,9 +1,11 @@
-// flowlib/detail/file_manifest.hpp
+// flowlib/source/detail/file_manifest.hpp
 //
 // The parts of FileSource (source/file.hpp) that know files but not rows:
 // the directory listing, the counting pass over a new file, the list of
-// files (the manifest) as checkpoint records, and loading a listed file
-// back with its identity checked. Internal.
+// files (the manifest) as checkpoint records, loading a listed file back
+// with its identity checked, and what both formats' decoders share (the
+// cursor in a loaded file, the rescued text of a record that does not
+// decode, the error of a file with fewer records than counted). Internal.
 //
 // Checksum: XXH64 (seed 0, libxxhash) of a file's bytes, computed in the same pass
 // that counts its records, and again when the file is loaded for reading.
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <flowlib/detail/checkpoint_record.hpp>
+#include <flowlib/detail/json.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/state.hpp>
 
@@ -455,6 +458,40 @@ inline void load_file(const std::filesystem::path& dir, const file_entry& e, std
   std::memset(b.data.get() + size, 0, padding + 1);
   if (hash.digest() != e.checksum) file_lost(source, e, "changed (its checksum is not the listed one)");
   b.size = size;
+}
+
+// --- Reading a loaded file -------------------------------------------------------
+
+/// A place between two records of a loaded file: `byte` where the next
+/// record's text starts (or blank text before it), `row` the records
+/// before it (for CSV, libcsv's rows, the header included), `line` its
+/// line. A later batch of the same file starts there instead of at the
+/// file's beginning.
+struct file_cursor {
+  std::size_t byte = 0;
+  std::uint64_t row = 0;
+  std::uint64_t line = 1;
+};
+
+/// The rescued text of a record that cannot be decoded at all (see
+/// source/file.hpp): {"_raw":"<text>","_file":"<file>","_line":<line>}.
+inline std::string raw_record_json(std::string_view text, std::string_view file, std::uint64_t line) {
+  std::string s = "{\"_raw\":";
+  json_append_string(s, text);
+  s += ",\"_file\":";
+  json_append_string(s, file);
+  s += ",\"_line\":";
+  s += std::to_string(line);
+  s += '}';
+  return s;
+}
+
+/// File `e` has fewer records than its count: it cannot, having passed its
+/// checksum, unless the counting pass and the reader disagree.
+[[noreturn]] inline void fewer_records(std::string_view source, const file_entry& e) {
+  throw error(errc::source_data_lost, std::string(source), "", "",
+              describe_file(e) + " holds fewer records than were counted when it was "
+              "listed; nothing was read");
 }
 
 // --- JSON lines: counting ----------------------------------------------------------

@@ -1,4 +1,4 @@
-// flowlib/detail/text_value.hpp
+// flowlib/source/detail/text_value.hpp
 //
 // One column value from text: the parsing rules shared by the sources that
 // read text (CSV fields, JSON strings holding dates and times, Kafka keys).

@@ -1,4 +1,4 @@
-// flowlib/detail/sqlite_columns.hpp
+// flowlib/storage/detail/sqlite_columns.hpp
 //
 // How SqliteStorage maps a row's FLOWLIB_SCHEMA columns onto SQL columns.
 // Internal. One SQL column per schema column, under the schema name (an
@@ -32,11 +32,11 @@
 // "__flowlib_batch_id" (INTEGER), then Row's own columns.
 #pragma once
 
-#include <flowlib/detail/sqlite_db.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/quarantine.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/storage/detail/sqlite_db.hpp>
 
 #include <charconv>
 #include <chrono>
@@ -63,7 +63,7 @@ struct sqlite_value {
                 "flowlib::SqliteStorage: a column of this type cannot be stored in SQLite; give "
                 "the column one of the supported types (bool, integers, enums, float, double, "
                 "std::string, std::chrono::sys_days, std::chrono::sys_time<D> with an integral "
-                "duration, or std::optional of one of these): see detail/sqlite_columns.hpp.");
+                "duration, or std::optional of one of these): see storage/detail/sqlite_columns.hpp.");
   static constexpr bool null_ok = false;
 
   static constexpr std::string_view sql_type() {

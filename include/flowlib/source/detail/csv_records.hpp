@@ -1,9 +1,10 @@
-// flowlib/detail/csv_records.hpp
+// flowlib/source/detail/csv_records.hpp
 //
 // CSV records for FileSource (source/file.hpp), through libcsv: counting a
 // file's records, reading its header, and decoding a range of its records
 // into rows by FLOWLIB_SCHEMA column names, each field through
-// detail::parse_text. Internal; needs libcsv (<csv.h>).
+// detail::parse_text (csv_file_reader: one file, batch by batch).
+// Internal; needs libcsv (<csv.h>).
 //
 // What a record is: whatever libcsv's parser (non-strict mode, the
 // source's delimiter, '"' quotes) reports as a row: RFC 4180 records, a
@@ -20,21 +21,22 @@
 // between records (its state ROW_NOT_BEGUN, visible in libcsv's public
 // struct) exactly at the ends of the pieces that close records or hold only
 // blank text. Such a place, with the number of records before it and its
-// line number, is a csv_cursor: a later batch starts a fresh parser there
-// instead of parsing the file again from its beginning. The piece also
-// gives a record's raw text (for rescue) and its first line (for messages).
+// line number, is a file_cursor (file_manifest.hpp): a later batch starts a
+// fresh parser there instead of parsing the file again from its beginning.
+// The piece also gives a record's raw text (for rescue) and its first line
+// (for messages).
 //
 // Exceptions never cross libcsv (a C library, compiled without unwind
 // tables): the callbacks catch, keep the first exception, ignore the rest
 // of the piece, and the driver rethrows it once csv_parse returns.
 #pragma once
 
-#include <flowlib/detail/file_manifest.hpp>
 #include <flowlib/detail/json.hpp>
-#include <flowlib/detail/text_value.hpp>
 #include <flowlib/detail/type_traits.hpp>
 #include <flowlib/error.hpp>
 #include <flowlib/schema.hpp>
+#include <flowlib/source/detail/file_manifest.hpp>
+#include <flowlib/source/detail/text_value.hpp>
 
 #include <csv.h>
 
@@ -44,6 +46,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -93,16 +96,7 @@ class csv_row_counter {
   std::uint64_t rows_ = 0;
 };
 
-/// A place between two records of a CSV file (see the header comment):
-/// `byte` where the next record's text starts (or blank text before it),
-/// `row` libcsv rows before it (the header included), `line` its line.
-struct csv_cursor {
-  std::size_t byte = 0;
-  std::uint64_t row = 0;
-  std::uint64_t line = 1;
-};
-
-/// Runs libcsv over a file's bytes from a csv_cursor (see the header
+/// Runs libcsv over a file's bytes from a file_cursor (see the header
 /// comment). The handler gets field(std::string_view) for the fields of
 /// rows with index >= `from_row`, and row(index, line, raw text) at the end
 /// of each such row; rows before `from_row` are parsed and skipped.
@@ -113,11 +107,11 @@ class csv_scan {
 
   /// Parses from `at` until `to_row` rows (the header included) have ended
   /// or the bytes end; returns the cursor after the last row it ended.
-  csv_cursor run(csv_cursor at, std::uint64_t from_row, std::uint64_t to_row) {
+  file_cursor run(file_cursor at, std::uint64_t from_row, std::uint64_t to_row) {
     from_row_ = from_row;
     row_ = at.row;
     line_ = at.line;
-    csv_cursor last = at;
+    file_cursor last = at;
     const char* const base = bytes_.data();
     const std::size_t n = bytes_.size();
     std::size_t pos = at.byte;
@@ -141,13 +135,13 @@ class csv_scan {
       const char last_byte = base[end - 1];
       if (last_byte == '\n' || (last_byte == '\r' && (end == n || base[end] != '\n'))) ++line_;
       pos = end;
-      if (parser_.between_records()) last = csv_cursor{pos, row_, line_};
+      if (parser_.between_records()) last = file_cursor{pos, row_, line_};
     }
     if (pos == n && row_ < to_row && !parser_.between_records()) {
       piece_end_ = n + 1;  // no terminator to leave out of the raw text
       ::csv_fini(parser_.get(), &on_field, &on_row, this);
       if (failure_) std::rethrow_exception(failure_);
-      last = csv_cursor{n, row_, line_};
+      last = file_cursor{n, row_, line_};
     }
     return last;
   }
@@ -343,14 +337,7 @@ class csv_row_decoder {
       }
       *row_ = Row{};
       rescued_.clear();
-      std::string raw_json = "{\"_raw\":";
-      json_append_string(raw_json, raw);
-      raw_json += ",\"_file\":";
-      json_append_string(raw_json, file_);
-      raw_json += ",\"_line\":";
-      raw_json += std::to_string(line);
-      raw_json += '}';
-      set_rescued_(*row_, std::move(raw_json));
+      set_rescued_(*row_, raw_record_json(raw, file_, line));
       return;
     }
     if (bad_field_ != npos_field) {
@@ -409,6 +396,59 @@ class csv_row_decoder {
   std::string bad_reason_;
   std::string bad_value_;
   std::string rescued_;  // the current row's rescued values so far
+};
+
+/// One CSV file of a FileSource, read batch by batch: open() reads its
+/// header (with csv_header) and makes the mapping of its fields to Row's
+/// columns; read() decodes a range of its records from a cursor.
+template <class Row>
+class csv_file_reader {
+ public:
+  /// Starts on file `file` (its name, which must outlive the reader's use
+  /// of it), whose bytes are `bytes`; returns the cursor before its first
+  /// record. Throws as csv_row_decoder's constructor.
+  file_cursor open(std::string_view source, std::string_view file, std::string_view bytes,
+                   const csv_decode_options& options, std::size_t rescued_index,
+                   void (*set_rescued)(Row&, std::string&&)) {
+    close();
+    csv_header_reader header;
+    file_cursor pos;
+    std::uint64_t header_line = 1;
+    if (options.header) {
+      csv_scan<csv_header_reader> scan(bytes, options.delimiter, header);
+      pos = scan.run(file_cursor{}, 0, 1);
+      header_line = header.line;
+    }
+    decoder_.emplace(source, file, options, std::move(header.names), header_line, rescued_index,
+                     set_rescued);
+    source_ = source;
+    delimiter_ = options.delimiter;
+    header_rows_ = options.header ? 1 : 0;
+    return pos;
+  }
+
+  /// Decodes records [at, stop) of the open file `e` into `out`, from
+  /// `pos` (in the file, at or before `at`); returns the cursor after
+  /// them. Throws errc::malformed_record for a record that does not
+  /// decode, errc::source_data_lost when the file ends first.
+  file_cursor read(const file_entry& e, std::string_view bytes, file_cursor pos, std::uint64_t at,
+                   std::uint64_t stop, std::vector<Row>& out) {
+    const std::uint64_t from_row = at - e.first + header_rows_;
+    const std::uint64_t to_row = stop - e.first + header_rows_;
+    decoder_->start(out);
+    csv_scan<csv_row_decoder<Row>> scan(bytes, delimiter_, *decoder_);
+    const file_cursor next = scan.run(pos, from_row, to_row);
+    if (next.row != to_row) fewer_records(source_, e);
+    return next;
+  }
+
+  void close() noexcept { decoder_.reset(); }
+
+ private:
+  std::optional<csv_row_decoder<Row>> decoder_;
+  std::string_view source_;
+  char delimiter_ = ',';
+  std::uint64_t header_rows_ = 0;
 };
 
 }  // namespace flowlib::detail
