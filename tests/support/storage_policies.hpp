@@ -27,8 +27,8 @@
 // not in the list: a flow sees only the row_store contract, and
 // tests/storage/row_store_contract.cpp checks that every policy, both of
 // them unattached included, meets it (unattached, each is the memory store:
-// the same ids on every sequence). tests/storage/sqlite/ and
-// tests/storage/file/ run the flows on them attached, reopened.
+// the same ids on every sequence). tests/storage/durable/ runs every flow
+// type on them attached, reopened between batches.
 #pragma once
 
 #include <flowlib/error.hpp>

@@ -119,17 +119,16 @@ class memory_row_store {
     if (journal_) {  // the journal's records of those inserts
       grow(j_inserted_, j_inserted_.size() + extra);
       grow(j_saved_, j_saved_.size() + reuse);
+      j_saved_spare_ = reuse;  // kept free by first changes (save_live_slow)
     }
     segs_.grow_to(need);
   }
 
   /// Optional hook: the next `extra` inserts are about to be made one at a
   /// time. Makes room for them as reserve() does and, on Linux, maps in now
-  /// the memory of the fresh slots they will take, with one system call per
-  /// segment, instead of one page fault per page as rows are written (a
-  /// table that grows by a version per change spent a sixth of its time in
-  /// those faults). Pages already mapped are left as they are; elsewhere the
-  /// mapping is left to the faults.
+  /// the memory of the fresh slots they will take, one system call per
+  /// segment instead of one page fault per page (a table that grows by a
+  /// version per change spent a sixth of its time in those faults).
   void reserve_fresh(std::size_t extra) {
     reserve(extra);
     if (extra > free_count_) segs_.populate(bound_, bound_ + (extra - free_count_));
@@ -530,8 +529,9 @@ class memory_row_store {
     save_live_slow(id, b, move);
   }
   [[gnu::noinline]] void save_live_slow(row_id id, unsigned char& b, bool move) noexcept {
-    // A failure to grow the journal cannot be reported from a noexcept
-    // change: it ends the program (see begin_journal()).
+    // A failure to grow the journal ends the program (see begin_journal());
+    // the room reserve() made for the inserts' records stays theirs.
+    grow(j_saved_, j_saved_.size() + 1 + j_saved_spare_);
     j_saved_.push_back({id, no_slot, true});
     if (move) {
       j_rows_.push_back(std::move(row(id)));
@@ -560,6 +560,7 @@ class memory_row_store {
     grow(j_inserted_, j_inserted_.size() + 1);
     if (id < j_bound_ && !(flags(id) & saved_bit)) {
       grow(j_saved_, j_saved_.size() + 1);
+      if (j_saved_spare_ != 0) --j_saved_spare_;
       j_saved_.push_back({id, link(id), false});
       flags(id) |= saved_bit;
     }
@@ -604,7 +605,7 @@ class memory_row_store {
     j_rows_.clear();
     pre_.clear();
     j_inserted_.clear();
-    j_stale_ = 0;
+    j_stale_ = j_saved_spare_ = 0;
     journal_ = false;
   }
   row_id link(row_id id) const noexcept {
@@ -650,7 +651,7 @@ class memory_row_store {
     j_live_ = o.j_live_;
     j_free_head_ = o.j_free_head_;
     j_free_count_ = o.j_free_count_;
-    j_stale_ = std::exchange(o.j_stale_, 0);
+    j_stale_ = std::exchange(o.j_stale_, 0), j_saved_spare_ = std::exchange(o.j_saved_spare_, 0);
     j_saved_ = std::move(o.j_saved_);
     j_rows_ = std::move(o.j_rows_);
     pre_ = std::move(o.pre_);
@@ -681,6 +682,7 @@ class memory_row_store {
   std::size_t j_bound_ = 0, j_live_ = 0, j_free_count_ = 0;  // the counters at begin
   row_id j_free_head_ = no_slot;
   mutable std::size_t j_stale_ = 0;          // erased ids still listed in j_inserted_
+  std::size_t j_saved_spare_ = 0;            // j_saved_ room reserve() kept for inserts
   std::vector<saved_slot> j_saved_;          // slots below j_bound_, first change order
   std::vector<Row> j_rows_;                  // the saved live rows' values, same order
   preimage_buffer<Row> pre_;                 // prepared assigns' old values, by ticket
