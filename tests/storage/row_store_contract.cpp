@@ -489,7 +489,7 @@ TEST_CASE_TEMPLATE("R-EXACT-1 R-EXACT-5 R-EXACT-7: every storage policy meets th
                    "random sequences against a model: ids stable and below id_bound(), rows() exactly "
                    "the live rows, nothing allocated after reserve(), clear(), the hooks and prepared "
                    "assigns",
-                   Storage, FLOWTEST_STORAGE_POLICIES, fl::SqliteStorage, fl::FileStorage) {
+                   Storage, fl::MemoryStorage, flowtest::DequeStorage, fl::SqliteStorage, fl::FileStorage) {
   for (std::uint64_t seed = 1; seed <= 100; ++seed) trace_of<Storage>(seed, journal_mode::none);
 }
 
@@ -534,7 +534,7 @@ struct Moved {
 
 TEST_CASE_TEMPLATE("R-CDC-4: detail::insert_made (SCD2's new versions) builds the row in its slot where "
                    "the store can (emplace_with), else moves it in; a failing build changes nothing",
-                   Storage, FLOWTEST_STORAGE_POLICIES, fl::SqliteStorage, fl::FileStorage) {
+                   Storage, fl::MemoryStorage, flowtest::DequeStorage, fl::SqliteStorage, fl::FileStorage) {
   using Store = typename Storage::template store<Moved>;
   constexpr bool in_place = requires(Store& s) { s.emplace_with([] { return Moved(0); }); };
   // SqliteStorage's and FileStorage's stores are the memory store (their working set).

@@ -161,24 +161,27 @@ inline std::vector<Version> reference_scd2(const std::vector<Change>& changes, b
                                     bool ignore_nulls) {
   std::vector<Version> out;
   for (const auto& [k, events] : by_key_sorted(changes, std::nullopt)) {
-    std::optional<std::size_t> open;  // index into out
+    // The open version: its index into out, or none (a plain index: at -O1
+    // g++ warns, falsely, that an optional index may be used uninitialized).
+    constexpr std::size_t none = static_cast<std::size_t>(-1);
+    std::size_t open = none;
     for (std::size_t i = 0; i < events.size();) {
       const std::int64_t s = *events[i].seq;
       std::optional<Row> row;
-      if (open) row = Row{k, out[*open].name, out[*open].city};
+      if (open != none) row = Row{k, out[open].name, out[open].city};
       for (; i < events.size() && *events[i].seq == s; ++i) replay_scd1(row, events[i], ignore_nulls);
       if (!row) {
-        if (open) out[*open].end_at = s;
-        open.reset();
+        if (open != none) out[open].end_at = s;
+        open = none;
         continue;
       }
       Version v{k, row->name, row->city, s, std::nullopt};
-      if (open && out[*open].name == v.name && (!track_city || out[*open].city == v.city)) {
-        out[*open].name = v.name;  // untracked columns in place
-        out[*open].city = v.city;
+      if (open != none && out[open].name == v.name && (!track_city || out[open].city == v.city)) {
+        out[open].name = v.name;  // untracked columns in place
+        out[open].city = v.city;
         continue;
       }
-      if (open) out[*open].end_at = s;
+      if (open != none) out[open].end_at = s;
       out.push_back(v);
       open = out.size() - 1;
     }

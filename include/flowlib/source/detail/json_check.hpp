@@ -36,9 +36,8 @@ struct record_origin {
 
 /// `raw` cut to 80 bytes ("..." marks a cut).
 inline std::string json_cut(std::string_view raw) {
-  if (raw.size() <= 80) return std::string(raw);
   std::string s(raw.substr(0, 80));
-  s += "...";
+  if (raw.size() > 80) s += "...";
   return s;
 }
 
